@@ -1,0 +1,82 @@
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/errors.h"
+
+namespace {
+
+using ncclguard::cli::kExitInputError;
+
+void AddPolicyFlags(CLI::App* command, ncclguard::cli::PolicyOptions& options) {
+  command->add_option("--policy", options.policy_file,
+                      "NcclPolicy YAML file overriding the defaults");
+  command->add_option("--guide-base-url", options.guide_base_url,
+                      "base URL of the debugging guide");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ncclguard: keeps NCCL/EFA training jobs from failing for known reasons"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("ncclguard 0.1.0"));
+
+  ncclguard::cli::PolicyOptions policy;
+  std::vector<std::string> files;
+  std::string format = "text";
+
+  CLI::App* lint =
+      app.add_subcommand("lint", "report rule findings for manifests (exit 1 on a deny)");
+  lint->add_option("-o,--output", format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  lint->add_option("files", files, "YAML/JSON files, - for stdin")->required();
+  AddPolicyFlags(lint, policy);
+
+  CLI::App* fix = app.add_subcommand("fix", "write the manifests with missing settings added");
+  fix->add_option("files", files, "YAML/JSON files, - for stdin")->required();
+  AddPolicyFlags(fix, policy);
+
+  std::string rule_id;
+  bool all = false;
+  bool markdown = false;
+  CLI::App* explain = app.add_subcommand("explain", "explain a rule, node check or diagnosis");
+  explain->add_option("id", rule_id, "rule, node check or diagnosis id");
+  explain->add_flag("--all", all, "explain every rule");
+  explain->add_flag("--markdown", markdown, "print the rules table as Markdown");
+  AddPolicyFlags(explain, policy);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitInputError;
+  }
+
+  try {
+    if (lint->parsed()) {
+      return ncclguard::cli::RunLint(files,
+                                     format == "json" ? ncclguard::cli::OutputFormat::Json
+                                                      : ncclguard::cli::OutputFormat::Text,
+                                     policy);
+    }
+    if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
+    if (explain->parsed()) {
+      if (rule_id.empty() && !all && !markdown) {
+        std::cerr << "ncclguard explain: name a rule id, or use --all\n";
+        return kExitInputError;
+      }
+      return ncclguard::cli::RunExplain(rule_id, all, markdown, policy);
+    }
+  } catch (const ncclguard::core::InputError& e) {
+    std::cerr << "ncclguard: " << e.what() << "\n";
+    return kExitInputError;
+  } catch (const ncclguard::core::PolicyError& e) {
+    std::cerr << "ncclguard: policy: " << e.what() << "\n";
+    return kExitInputError;
+  } catch (const std::exception& e) {
+    std::cerr << "ncclguard: internal error: " << e.what() << "\n";
+    return kExitInputError;
+  }
+  return kExitInputError;
+}

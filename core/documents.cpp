@@ -1,0 +1,317 @@
+#include "core/documents.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "core/errors.h"
+
+namespace ncclguard::core {
+namespace {
+
+std::string DocumentLabel(std::size_t index) { return "document " + std::to_string(index + 1); }
+
+bool IsOneOf(std::string_view s, std::initializer_list<std::string_view> options) {
+  for (std::string_view o : options) {
+    if (s == o) return true;
+  }
+  return false;
+}
+
+// Plain-scalar resolution as Kubernetes' YAML reader does it (YAML 1.1 booleans and octal
+// included), so lint sees the same types the API server would.
+Json ResolvePlain(const std::string& s) {
+  if (IsOneOf(s, {"", "~", "null", "Null", "NULL"})) return nullptr;
+  if (IsOneOf(s, {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}))
+    return true;
+  if (IsOneOf(s, {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"})) {
+    return false;
+  }
+  std::string_view body = s;
+  bool negative = false;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
+    negative = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  auto as_integer = [&](std::string_view digits, int base) -> Json {
+    if (digits.empty()) return {};
+    std::int64_t value = 0;
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    if (ec != std::errc() || ptr != digits.data() + digits.size()) return {};
+    return negative ? -value : value;
+  };
+  if (body.starts_with("0x")) {
+    if (Json v = as_integer(body.substr(2), 16); !v.is_null()) return v;
+  } else if (body.starts_with("0o")) {
+    if (Json v = as_integer(body.substr(2), 8); !v.is_null()) return v;
+  } else if (body.size() > 1 && body[0] == '0' &&
+             body.find_first_not_of("01234567") == std::string_view::npos) {
+    if (Json v = as_integer(body.substr(1), 8); !v.is_null()) return v;
+  } else if (!body.empty() && body.find_first_not_of("0123456789") == std::string_view::npos) {
+    if (Json v = as_integer(body, 10); !v.is_null()) return v;
+  }
+  if (IsOneOf(s, {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"})) {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (IsOneOf(s, {"-.inf", "-.Inf", "-.INF"})) return -std::numeric_limits<double>::infinity();
+  if (IsOneOf(s, {".nan", ".NaN", ".NAN"})) return std::numeric_limits<double>::quiet_NaN();
+  // A float: digits with a '.' or an exponent and nothing else.
+  if (body.find_first_of(".eE") != std::string_view::npos &&
+      body.find_first_of("0123456789") != std::string_view::npos &&
+      body.find_first_not_of("0123456789.eE+-") == std::string_view::npos) {
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
+    if (ec == std::errc() && ptr == body.data() + body.size()) return negative ? -value : value;
+  }
+  return s;
+}
+
+Json ScalarToJson(const YAML::Node& node) {
+  const std::string& tag = node.Tag();
+  const std::string& text = node.Scalar();
+  if (tag == "!" || tag == "tag:yaml.org,2002:str") return text;
+  Json resolved = ResolvePlain(text);
+  if (tag == "?" || tag.empty()) return resolved;
+  if (tag == "tag:yaml.org,2002:int" && resolved.is_number_integer()) return resolved;
+  if (tag == "tag:yaml.org,2002:float" && resolved.is_number()) return resolved;
+  if (tag == "tag:yaml.org,2002:bool" && resolved.is_boolean()) return resolved;
+  if (tag == "tag:yaml.org,2002:null" && resolved.is_null()) return resolved;
+  return text;  // other explicit tags: keep the text
+}
+
+Json NodeToJson(const YAML::Node& node, std::size_t depth) {
+  if (depth > kMaxNestingDepth) {
+    throw InputError("nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
+  }
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return ScalarToJson(node);
+    case YAML::NodeType::Sequence: {
+      Json array = Json::array();
+      for (const YAML::Node& item : node) array.push_back(NodeToJson(item, depth + 1));
+      return array;
+    }
+    case YAML::NodeType::Map: {
+      Json object = Json::object();
+      for (const auto& entry : node) {
+        if (!entry.first.IsScalar()) {
+          throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
+                           ": mapping keys must be plain strings");
+        }
+        object[entry.first.Scalar()] = NodeToJson(entry.second, depth + 1);
+      }
+      return object;
+    }
+  }
+  return nullptr;
+}
+
+const char* TypeWord(const Json& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_string()) return "a string";
+  if (value.is_number()) return "a number";
+  if (value.is_boolean()) return "a boolean";
+  return "null";
+}
+
+void RequireObject(const Json& document, std::size_t index) {
+  if (!document.is_object()) {
+    throw InputError(DocumentLabel(index) + ": expected a Kubernetes object (a mapping), got " +
+                     TypeWord(document));
+  }
+}
+
+// Max bracket depth of JSON text, outside strings; checked before parsing so that no parser or
+// later recursive walk sees hostile nesting.
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0;
+  std::size_t max_depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+DocumentSet ParseJson(std::string_view text) {
+  DocumentSet set;
+  set.format = DocumentFormat::JsonStream;
+  if (JsonNestingDepth(text) > kMaxNestingDepth) {
+    throw InputError("nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
+  }
+  std::istringstream stream{std::string(text)};
+  std::size_t index = 0;
+  while (true) {
+    stream >> std::ws;
+    if (stream.peek() == std::char_traits<char>::eof()) break;
+    Json value;
+    try {
+      stream >> value;
+    } catch (const Json::parse_error& e) {
+      throw InputError(DocumentLabel(index) + ": not valid JSON: " + e.what());
+    }
+    stream >> std::ws;
+    const bool last = stream.peek() == std::char_traits<char>::eof();
+    if (index == 0 && last && value.is_array()) {
+      set.json_array = true;
+      for (std::size_t i = 0; i < value.size(); ++i) RequireObject(value[i], i);
+      for (auto& item : value) {
+        set.documents.push_back(std::move(item));
+        set.positions.push_back(set.documents.size());
+      }
+      return set;
+    }
+    RequireObject(value, index);
+    set.documents.push_back(std::move(value));
+    set.positions.push_back(++index);
+  }
+  return set;
+}
+
+DocumentSet ParseYaml(std::string_view text) {
+  DocumentSet set;
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    if (std::string_view(e.msg).find("bad file") != std::string_view::npos || e.msg.empty()) {
+      throw InputError("line " + std::to_string(e.mark.line + 1) +
+                       ": nesting too deep or unreadable YAML");
+    }
+    throw InputError("not valid YAML: line " + std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw InputError(std::string("not valid YAML: ") + e.what());
+  }
+  std::size_t index = 0;
+  for (const YAML::Node& node : nodes) {
+    if (node.IsNull()) {
+      ++index;
+      continue;
+    }
+    Json document;
+    try {
+      document = NodeToJson(node, 0);
+    } catch (const InputError& e) {
+      throw InputError(DocumentLabel(index) + ": " + e.what());
+    }
+    RequireObject(document, index);
+    set.documents.push_back(std::move(document));
+    set.positions.push_back(++index);
+  }
+  return set;
+}
+
+void Emit(YAML::Emitter& out, const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::object:
+      out << YAML::BeginMap;
+      for (const auto& [key, item] : value.items()) {
+        out << YAML::Key;
+        if (!ResolvePlain(key).is_string()) out << YAML::DoubleQuoted;
+        out << key << YAML::Value;
+        Emit(out, item);
+      }
+      out << YAML::EndMap;
+      break;
+    case Json::value_t::array:
+      out << YAML::BeginSeq;
+      for (const auto& item : value) Emit(out, item);
+      out << YAML::EndSeq;
+      break;
+    case Json::value_t::string: {
+      const auto& s = value.get_ref<const std::string&>();
+      if (s.find('\n') != std::string::npos && s.find_first_of("\t\r") == std::string::npos &&
+          s.back() == '\n' && s.front() != ' ') {
+        out << YAML::Literal << s;
+      } else if (!ResolvePlain(s).is_string() || s.find('\n') != std::string::npos) {
+        out << YAML::DoubleQuoted << s;
+      } else {
+        out << s;
+      }
+      break;
+    }
+    case Json::value_t::boolean:
+      out << (value.get<bool>() ? "true" : "false");
+      break;
+    case Json::value_t::null:
+    case Json::value_t::discarded:
+      out << YAML::Null;
+      break;
+    case Json::value_t::number_float: {
+      const double d = value.get<double>();
+      if (std::isnan(d)) {
+        out << ".nan";
+      } else if (std::isinf(d)) {
+        out << (d > 0 ? ".inf" : "-.inf");
+      } else {
+        out << value.dump();
+      }
+      break;
+    }
+    default:
+      out << value.dump();  // integers: exact text
+  }
+}
+
+}  // namespace
+
+DocumentSet ParseDocuments(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (text[first] == '{' || text[first] == '[')) {
+    return ParseJson(text);
+  }
+  return ParseYaml(text);
+}
+
+std::string ToYaml(const Json& value) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  Emit(out, value);
+  if (!out.good()) throw InputError(std::string("writing YAML: ") + out.GetLastError());
+  std::string text = out.c_str();
+  text += '\n';
+  return text;
+}
+
+std::string WriteDocuments(const DocumentSet& set) {
+  std::string out;
+  if (set.format == DocumentFormat::JsonStream) {
+    const auto dump = [](const Json& j) {
+      return j.dump(2, ' ', false, Json::error_handler_t::replace);
+    };
+    if (set.json_array) {
+      Json array = Json::array();
+      for (const Json& doc : set.documents) array.push_back(doc);
+      return dump(array) + "\n";
+    }
+    for (const Json& doc : set.documents) out += dump(doc) + "\n";
+    return out;
+  }
+  for (std::size_t i = 0; i < set.documents.size(); ++i) {
+    if (i > 0) out += "---\n";
+    out += ToYaml(set.documents[i]);
+  }
+  return out;
+}
+
+}  // namespace ncclguard::core

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.h"
+
+namespace ncclguard::core {
+
+enum class DocumentFormat { YamlStream, JsonStream };
+
+// The documents of one input (a file or stdin) and how they were written, so that they can be
+// written back in the same form.
+struct DocumentSet {
+  DocumentFormat format = DocumentFormat::YamlStream;
+  bool json_array = false;  // JSON input was one array of objects
+  std::vector<Json> documents;
+  std::vector<std::size_t> positions;  // 1-based document number of each, counting empty ones
+};
+
+inline constexpr std::size_t kMaxNestingDepth = 256;
+
+// Parses multi-document YAML, a JSON object, a JSON array of objects, or concatenated JSON
+// objects. Empty YAML documents are skipped. Throws InputError naming the document (1-based)
+// for text that is not YAML/JSON, a document that is not an object, or nesting deeper than
+// kMaxNestingDepth.
+DocumentSet ParseDocuments(std::string_view text);
+
+// Writes documents in the set's format: YAML separated by "---", or indented JSON.
+std::string WriteDocuments(const DocumentSet& set);
+
+// One document as YAML (no leading "---"). Strings that YAML would read back as another type
+// ("true", "8", "") are quoted, so a round trip keeps every value's type.
+std::string ToYaml(const Json& value);
+
+}  // namespace ncclguard::core

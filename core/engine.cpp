@@ -1,0 +1,91 @@
+#include "core/engine.h"
+
+#include <algorithm>
+
+#include "core/guide.h"
+#include "core/rule.h"
+#include "core/workload.h"
+
+namespace ncclguard::core {
+
+bool Evaluation::HasDeny() const {
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return f.level == Level::Deny; });
+}
+
+namespace {
+
+std::vector<TemplateFacts> ReadAllFacts(const Json& object, const Workload& workload,
+                                        const Policy& policy) {
+  std::vector<TemplateFacts> all;
+  all.reserve(workload.templates.size());
+  for (const PodTemplate& tmpl : workload.templates)
+    all.push_back(ReadTemplateFacts(object, tmpl, policy));
+  return all;
+}
+
+void Collect(const Rule& rule, Level level, const ObjectRef& ref, const Policy& policy,
+             std::vector<Violation>& violations, std::vector<Finding>& out) {
+  const std::string guide = GuideLink(policy.guide_base_url, rule.Info().slug);
+  for (Violation& v : violations) {
+    out.push_back(
+        {std::string(rule.Info().id), level, guide, std::move(v.message), ref, std::move(v.path)});
+  }
+}
+
+bool InScope(const Rule& rule, const EvaluateOptions& options) {
+  return rule.Info().scope == RuleScope::Pod ? options.pod_rules : options.job_rules;
+}
+
+}  // namespace
+
+Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOptions& options) {
+  Evaluation result;
+  auto workload = ParseWorkload(object);
+  if (!workload) {
+    result.fixed = object;
+    return result;
+  }
+  result.recognized = true;
+  const ObjectRef ref = ObjectRef::From(object);
+  Json working = object;
+
+  // Fix phase. Facts are re-read after each applied fix because they point into `working`.
+  for (const Rule* rule : RuleRegistry::All()) {
+    const RuleInfo& info = rule->Info();
+    if (info.action != Level::Fix || !InScope(*rule, options) || !policy.RuleEnabled(info.id))
+      continue;
+    if (policy.EffectiveLevel(info.id, info.action) != Level::Fix) continue;
+    for (const PodTemplate& tmpl : workload->templates) {
+      const TemplateFacts facts = ReadTemplateFacts(working, tmpl, policy);
+      RuleReport report(working);
+      rule->CheckTemplate({working, *workload, facts, policy}, report);
+      Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
+      if (report.plan().empty()) continue;
+      for (const Json& op : report.plan().ops()) result.patch.push_back(op);
+      working = report.plan().TakeResult();
+    }
+  }
+
+  // Check phase over the fixed object; fix rules the policy demoted report here without fixing.
+  const std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
+  for (const Rule* rule : RuleRegistry::All()) {
+    const RuleInfo& info = rule->Info();
+    if (!InScope(*rule, options) || !policy.RuleEnabled(info.id)) continue;
+    const Level level = policy.EffectiveLevel(info.id, info.action);
+    if (level == Level::Fix) continue;
+    RuleReport report(working);
+    if (info.scope == RuleScope::Job) {
+      rule->CheckJob({working, *workload, facts, policy}, report);
+    } else {
+      for (const TemplateFacts& template_facts : facts) {
+        rule->CheckTemplate({working, *workload, template_facts, policy}, report);
+      }
+    }
+    Collect(*rule, level, ref, policy, report.violations(), result.findings);
+  }
+  result.fixed = std::move(working);
+  return result;
+}
+
+}  // namespace ncclguard::core

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <vector>
+
+#include "core/finding.h"
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::core {
+
+struct EvaluateOptions {
+  bool pod_rules = true;
+  bool job_rules = true;
+};
+
+struct Evaluation {
+  std::vector<Finding> findings;
+  Json patch = Json::array();  // RFC 6902 operations, in order
+  Json fixed;                  // the object with the patch applied
+  bool recognized = false;     // a kind ncclguard models; others pass through untouched
+
+  bool HasDeny() const;
+};
+
+// Runs every enabled rule over `object`: first the fix rules, each seeing the fixes before it,
+// then the deny and warn rules over the fixed object. Throws InputError when a field the rules
+// read has the wrong type; nothing is half-applied because the input is never modified.
+Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOptions& options = {});
+
+}  // namespace ncclguard::core

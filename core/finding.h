@@ -1,0 +1,40 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json.h"
+
+namespace ncclguard::core {
+
+// What a rule does about a violation: fix it (mutating path), deny the object, or warn.
+enum class Level { Fix, Deny, Warn };
+
+std::string_view LevelName(Level level);
+std::optional<Level> ParseLevel(std::string_view name);
+
+struct ObjectRef {
+  std::string api_version;
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+
+  // "PyTorchJob ml/llama" style, for messages and logs.
+  std::string Describe() const;
+  static ObjectRef From(const Json& object);
+};
+
+struct Finding {
+  std::string rule;
+  Level level = Level::Warn;
+  std::string guide;  // full link
+  std::string message;
+  ObjectRef object;
+  std::string path;  // JSON Pointer into the input object
+};
+
+Json ToJson(const Finding& finding);
+
+}  // namespace ncclguard::core

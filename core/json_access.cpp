@@ -1,0 +1,115 @@
+#include "core/json_access.h"
+
+#include <vector>
+
+#include "core/errors.h"
+
+namespace ncclguard::core {
+namespace {
+
+// Splits an RFC 6901 pointer into unescaped reference tokens.
+std::vector<std::string> Tokens(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t next = text.find('/', pos + 1);
+    const std::size_t end = next == std::string::npos ? text.size() : next;
+    std::string token;
+    for (std::size_t i = pos + 1; i < end; ++i) {
+      if (text[i] == '~' && i + 1 < end) {
+        token += text[i + 1] == '1' ? '/' : '~';
+        ++i;
+      } else {
+        token += text[i];
+      }
+    }
+    tokens.push_back(std::move(token));
+    pos = end;
+  }
+  return tokens;
+}
+
+// Walks by hand: json::contains/at throw on a pointer through a value of the wrong type, and we
+// want to name the field that had the wrong type.
+const Json* Lookup(const Json& root, const JsonPointer& at) {
+  const Json* node = &root;
+  std::string walked;
+  for (const std::string& token : Tokens(at.to_string())) {
+    if (node->is_object()) {
+      auto it = node->find(token);
+      if (it == node->end()) return nullptr;
+      node = &*it;
+    } else if (node->is_array()) {
+      if (token.empty() || token.size() > 9 ||
+          token.find_first_not_of("0123456789") != std::string::npos) {
+        return nullptr;
+      }
+      const std::size_t index = std::stoul(token);
+      if (index >= node->size()) return nullptr;
+      node = &(*node)[index];
+    } else if (node->is_null()) {
+      return nullptr;
+    } else {
+      throw InputError((walked.empty() ? std::string("/") : walked) +
+                       ": expected an object or list, got " + node->type_name());
+    }
+    walked += "/" + EscapePointerToken(token);
+  }
+  return node->is_null() ? nullptr : node;
+}
+
+[[noreturn]] void WrongType(const JsonPointer& at, const char* expected, const Json& got) {
+  throw InputError(at.to_string() + ": expected " + expected + ", got " + got.type_name());
+}
+
+}  // namespace
+
+const Json* OptionalObject(const Json& root, const JsonPointer& at) {
+  const Json* node = Lookup(root, at);
+  if (node != nullptr && !node->is_object()) WrongType(at, "an object", *node);
+  return node;
+}
+
+const Json* OptionalArray(const Json& root, const JsonPointer& at) {
+  const Json* node = Lookup(root, at);
+  if (node != nullptr && !node->is_array()) WrongType(at, "a list", *node);
+  return node;
+}
+
+std::optional<std::string> OptionalString(const Json& root, const JsonPointer& at) {
+  const Json* node = Lookup(root, at);
+  if (node == nullptr) return std::nullopt;
+  if (!node->is_string()) WrongType(at, "a string", *node);
+  return node->get<std::string>();
+}
+
+std::optional<std::int64_t> OptionalInteger(const Json& root, const JsonPointer& at) {
+  const Json* node = Lookup(root, at);
+  if (node == nullptr) return std::nullopt;
+  if (!node->is_number_integer()) WrongType(at, "an integer", *node);
+  return node->get<std::int64_t>();
+}
+
+std::optional<bool> OptionalBool(const Json& root, const JsonPointer& at) {
+  const Json* node = Lookup(root, at);
+  if (node == nullptr) return std::nullopt;
+  if (!node->is_boolean()) WrongType(at, "true or false", *node);
+  return node->get<bool>();
+}
+
+std::string EscapePointerToken(std::string_view token) {
+  std::string out;
+  out.reserve(token.size());
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace ncclguard::core

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/json.h"
+
+namespace ncclguard::core {
+
+// Typed reads at a JSON Pointer. Absent (or null) fields give nullptr / nullopt; a field present
+// with the wrong type throws InputError naming the pointer, so bad input never reaches a rule.
+const Json* OptionalObject(const Json& root, const JsonPointer& at);
+const Json* OptionalArray(const Json& root, const JsonPointer& at);
+std::optional<std::string> OptionalString(const Json& root, const JsonPointer& at);
+std::optional<std::int64_t> OptionalInteger(const Json& root, const JsonPointer& at);
+std::optional<bool> OptionalBool(const Json& root, const JsonPointer& at);
+
+// RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
+std::string EscapePointerToken(std::string_view token);
+
+}  // namespace ncclguard::core

@@ -1,0 +1,189 @@
+#include "core/pod_spec.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/json_access.h"
+
+namespace ncclguard::core {
+
+std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
+  if (value.is_number_integer()) {
+    const auto count = value.get<std::int64_t>();
+    if (count < 0) throw InputError(at.to_string() + ": must not be negative");
+    return count;
+  }
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (d >= 0 && d < 1e9 && d == static_cast<double>(static_cast<std::int64_t>(d))) {
+      return static_cast<std::int64_t>(d);
+    }
+  }
+  if (value.is_string()) {
+    const auto& text = value.get_ref<const std::string&>();
+    std::size_t digits = 0;
+    std::int64_t count = 0;
+    while (digits < text.size() && digits < 10 && text[digits] >= '0' && text[digits] <= '9') {
+      count = count * 10 + (text[digits] - '0');
+      ++digits;
+    }
+    const std::string_view suffix = std::string_view(text).substr(digits);
+    std::int64_t scale = 0;
+    if (suffix.empty()) scale = 1;
+    if (suffix == "k") scale = 1000;
+    if (suffix == "Ki") scale = 1024;
+    if (digits > 0 && scale > 0) return count * scale;
+  }
+  throw InputError(at.to_string() + ": expected a whole-number quantity, got " + value.dump());
+}
+
+std::optional<EnvVar> Container::Env(std::string_view wanted) const {
+  const auto it = spec->find("env");
+  if (it == spec->end() || !it->is_array()) return std::nullopt;
+  std::optional<EnvVar> found;
+  // Kubernetes lets the last duplicate win.
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const Json& var = (*it)[i];
+    if (var.value("name", std::string{}) != wanted) continue;
+    EnvVar env{i, std::nullopt};
+    const auto value = var.find("value");
+    if (value != var.end() && value->is_string()) env.value = value->get<std::string>();
+    if (value == var.end() && !var.contains("valueFrom")) env.value = "";
+    found = env;
+  }
+  return found;
+}
+
+std::optional<std::string> Container::Image() const {
+  const auto it = spec->find("image");
+  if (it == spec->end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+namespace {
+
+std::optional<std::int64_t> ResourceCount(const Json& object, const JsonPointer& container,
+                                          std::string_view resource) {
+  for (const char* kind : {"limits", "requests"}) {
+    const JsonPointer map_at = container / "resources" / kind;
+    const Json* map = OptionalObject(object, map_at);
+    if (map == nullptr) continue;
+    const auto it = map->find(std::string(resource));
+    if (it != map->end() && !it->is_null()) return ParseCount(*it, map_at / std::string(resource));
+  }
+  return std::nullopt;
+}
+
+void ValidateEnv(const Json& object, const JsonPointer& container) {
+  const JsonPointer env_at = container / "env";
+  const Json* env = OptionalArray(object, env_at);
+  if (env == nullptr) return;
+  for (std::size_t i = 0; i < env->size(); ++i) {
+    const JsonPointer var_at = env_at / i;
+    if (!(*env)[i].is_object()) throw InputError(var_at.to_string() + ": expected an object");
+    if (!OptionalString(object, var_at / "name")) {
+      throw InputError((var_at / "name").to_string() + ": an env entry needs a name");
+    }
+    OptionalString(object, var_at / "value");
+  }
+}
+
+std::optional<std::string> FromNodeAffinity(const Json& object, const JsonPointer& pod_spec) {
+  const JsonPointer terms_at = pod_spec / "affinity" / "nodeAffinity" /
+                               "requiredDuringSchedulingIgnoredDuringExecution" /
+                               "nodeSelectorTerms";
+  const Json* terms = OptionalArray(object, terms_at);
+  if (terms == nullptr) return std::nullopt;
+  std::optional<std::string> found;
+  // Terms are ORed: the instance type is known only if every term pins the same single value.
+  for (std::size_t t = 0; t < terms->size(); ++t) {
+    const Json* expressions = OptionalArray(object, terms_at / t / "matchExpressions");
+    std::optional<std::string> in_term;
+    if (expressions != nullptr) {
+      for (std::size_t e = 0; e < expressions->size(); ++e) {
+        const JsonPointer at = terms_at / t / "matchExpressions" / e;
+        if (OptionalString(object, at / "key").value_or("") != kInstanceTypeLabel) continue;
+        if (OptionalString(object, at / "operator").value_or("") != "In") continue;
+        const Json* values = OptionalArray(object, at / "values");
+        if (values != nullptr && values->size() == 1 && (*values)[0].is_string()) {
+          in_term = (*values)[0].get<std::string>();
+        }
+      }
+    }
+    if (!in_term || (found && *found != *in_term)) return std::nullopt;
+    found = in_term;
+  }
+  return found;
+}
+
+}  // namespace
+
+TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, const Policy& policy) {
+  TemplateFacts facts;
+  facts.tmpl = &tmpl;
+  facts.pod_spec = tmpl.pod_spec;
+  facts.spec = OptionalObject(object, tmpl.pod_spec);
+  if (facts.spec == nullptr) throw InputError(tmpl.pod_spec.to_string() + ": pod spec is missing");
+  facts.host_network = OptionalBool(object, tmpl.pod_spec / "hostNetwork").value_or(false);
+
+  const JsonPointer containers_at = tmpl.pod_spec / "containers";
+  if (const Json* containers = OptionalArray(object, containers_at)) {
+    for (std::size_t i = 0; i < containers->size(); ++i) {
+      Container c;
+      c.at = containers_at / i;
+      c.spec = &(*containers)[i];
+      if (!c.spec->is_object()) throw InputError(c.at.to_string() + ": expected an object");
+      c.name = OptionalString(object, c.at / "name").value_or("");
+      OptionalString(object, c.at / "image");
+      c.gpus = ResourceCount(object, c.at, kGpuResource).value_or(0);
+      c.efa = ResourceCount(object, c.at, kEfaResource);
+      c.has_env_from = OptionalArray(object, c.at / "envFrom") != nullptr;
+      ValidateEnv(object, c.at);
+      facts.containers.push_back(std::move(c));
+    }
+  }
+
+  const Json* selector = OptionalObject(object, tmpl.pod_spec / "nodeSelector");
+  if (selector != nullptr && selector->contains(kInstanceTypeLabel)) {
+    facts.instance_type_name =
+        OptionalString(object, tmpl.pod_spec / "nodeSelector" / std::string(kInstanceTypeLabel));
+    facts.instance_type_source = InstanceTypeSource::NodeSelector;
+  } else if (auto from_affinity = FromNodeAffinity(object, tmpl.pod_spec)) {
+    facts.instance_type_name = std::move(from_affinity);
+    facts.instance_type_source = InstanceTypeSource::NodeAffinity;
+  } else if (policy.default_instance_type) {
+    facts.instance_type_name = policy.default_instance_type;
+    facts.instance_type_source = InstanceTypeSource::PolicyDefault;
+  }
+  if (facts.instance_type_name)
+    facts.instance_type = policy.FindInstanceType(*facts.instance_type_name);
+  return facts;
+}
+
+bool TemplateFacts::HasGpuContainer() const {
+  return std::any_of(containers.begin(), containers.end(),
+                     [](const Container& c) { return c.IsGpu(); });
+}
+
+bool TemplateFacts::RequestsEfa() const {
+  return std::any_of(containers.begin(), containers.end(),
+                     [](const Container& c) { return c.efa.value_or(0) > 0; });
+}
+
+bool TemplateFacts::IsEfaPod() const {
+  return (instance_type != nullptr && instance_type->efa_devices > 0) || RequestsEfa();
+}
+
+bool TemplateFacts::IsEfaContainer(const Container& c) const {
+  return c.efa.value_or(0) > 0 || (c.IsGpu() && IsEfaPod());
+}
+
+std::optional<std::int64_t> TemplateFacts::ExpectedEfa(const Container& c) const {
+  if (instance_type == nullptr || !c.IsGpu() || instance_type->gpus <= 0) return std::nullopt;
+  // EFA devices are shared out in proportion to GPUs; a partial share rounds up so a pod with
+  // fewer GPUs than a PCIe switch holds still gets the NIC beside them.
+  const std::int64_t numerator = instance_type->efa_devices * c.gpus;
+  return (numerator + instance_type->gpus - 1) / instance_type->gpus;
+}
+
+}  // namespace ncclguard::core

@@ -1,0 +1,208 @@
+#include "core/policy.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/errors.h"
+#include "core/guide.h"
+#include "core/rule.h"
+
+namespace ncclguard::core {
+
+std::string InstanceFamily(std::string_view instance_type) {
+  return std::string(instance_type.substr(0, instance_type.find('.')));
+}
+
+Policy Policy::Defaults() {
+  Policy policy;
+  policy.guide_base_url = std::string(kDefaultGuideBaseUrl);
+  policy.socket_ifname = "^lo,docker,efa,veth";
+  policy.cluster_domain = "cluster.local";
+  policy.instance_types = {
+      {"p4d.24xlarge", 4, 8, true},
+      {"p5.48xlarge", 32, 8, true},
+      {"p5e.48xlarge", 32, 8, true},
+      {"p5en.48xlarge", 16, 8, true},
+  };
+  return policy;
+}
+
+const InstanceType* Policy::FindInstanceType(std::string_view name) const {
+  auto it = std::find_if(instance_types.begin(), instance_types.end(),
+                         [&](const InstanceType& t) { return t.name == name; });
+  return it == instance_types.end() ? nullptr : &*it;
+}
+
+bool Policy::RuleEnabled(std::string_view rule_id) const {
+  auto it = rules.find(rule_id);
+  return it == rules.end() || it->second.enabled;
+}
+
+Level Policy::EffectiveLevel(std::string_view rule_id, Level rule_action) const {
+  auto it = rules.find(rule_id);
+  if (it == rules.end() || !it->second.level) return rule_action;
+  return *it->second.level;
+}
+
+namespace {
+
+void CheckKeys(const YAML::Node& map, const std::string& where, std::set<std::string> allowed) {
+  for (const auto& entry : map) {
+    auto key = entry.first.as<std::string>();
+    if (!allowed.contains(key)) {
+      throw PolicyError(where + ": unknown field \"" + key + "\"");
+    }
+  }
+}
+
+template <typename T>
+T Scalar(const YAML::Node& node, const std::string& where, const char* expected) {
+  if (!node.IsScalar()) throw PolicyError(where + ": expected " + expected);
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    throw PolicyError(where + ": expected " + expected + ", got \"" + node.Scalar() + "\"");
+  }
+}
+
+YAML::Node RequireMap(const YAML::Node& node, const std::string& where) {
+  if (!node.IsMap()) throw PolicyError(where + ": expected a mapping");
+  return node;
+}
+
+void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
+  if (!list.IsSequence()) throw PolicyError("spec.instanceTypes: expected a list");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "spec.instanceTypes[" + std::to_string(i) + "]";
+    const YAML::Node item = RequireMap(list[i], where);
+    CheckKeys(item, where, {"name", "efaDevices", "gpus", "gpudirectRdma"});
+    InstanceType type;
+    if (!item["name"]) throw PolicyError(where + ": name is required");
+    type.name = Scalar<std::string>(item["name"], where + ".name", "a string");
+    if (type.name.empty() || type.name.find('.') == std::string::npos) {
+      throw PolicyError(where + ".name: \"" + type.name +
+                        "\" is not an instance type like p5.48xlarge");
+    }
+    if (const InstanceType* existing = policy.FindInstanceType(type.name)) type = *existing;
+    if (item["efaDevices"]) {
+      type.efa_devices = Scalar<int>(item["efaDevices"], where + ".efaDevices", "an integer");
+    }
+    if (item["gpus"]) type.gpus = Scalar<int>(item["gpus"], where + ".gpus", "an integer");
+    if (item["gpudirectRdma"]) {
+      type.gpudirect_rdma =
+          Scalar<bool>(item["gpudirectRdma"], where + ".gpudirectRdma", "true or false");
+    }
+    if (type.efa_devices < 0 || type.efa_devices > 64) {
+      throw PolicyError(where + ".efaDevices: must be between 0 and 64");
+    }
+    if (type.gpus < 1 || type.gpus > 64)
+      throw PolicyError(where + ".gpus: must be between 1 and 64");
+    auto it = std::find_if(policy.instance_types.begin(), policy.instance_types.end(),
+                           [&](const InstanceType& t) { return t.name == type.name; });
+    if (it != policy.instance_types.end()) {
+      *it = type;
+    } else {
+      policy.instance_types.push_back(type);
+    }
+  }
+}
+
+void ApplyRules(const YAML::Node& map, Policy& policy) {
+  RequireMap(map, "spec.rules");
+  for (const auto& entry : map) {
+    const auto id = entry.first.as<std::string>();
+    const std::string where = "spec.rules." + id;
+    const Rule* rule = RuleRegistry::Find(id);
+    if (rule == nullptr)
+      throw PolicyError(where + ": no rule with this id (see `ncclguard explain --all`)");
+    const YAML::Node item = RequireMap(entry.second, where);
+    CheckKeys(item, where, {"enabled", "level"});
+    RuleOverride override_;
+    if (item["enabled"])
+      override_.enabled = Scalar<bool>(item["enabled"], where + ".enabled", "true or false");
+    if (item["level"]) {
+      auto name = Scalar<std::string>(item["level"], where + ".level", "fix, warn or deny");
+      auto level = ParseLevel(name);
+      if (!level)
+        throw PolicyError(where + ".level: \"" + name + "\" is not one of fix, warn, deny");
+      if (*level == Level::Fix && rule->Info().action != Level::Fix) {
+        throw PolicyError(where + ".level: the rule has no fix; use warn or deny");
+      }
+      override_.level = level;
+    }
+    policy.rules[id] = override_;
+  }
+}
+
+}  // namespace
+
+Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    throw PolicyError(std::string("not valid YAML: ") + e.what());
+  }
+  if (root.IsNull()) return base;
+  RequireMap(root, "policy");
+  YAML::Node spec = root;
+  if (root["kind"] || root["apiVersion"] || root["spec"]) {
+    CheckKeys(root, "policy", {"apiVersion", "kind", "metadata", "spec"});
+    if (root["kind"] && Scalar<std::string>(root["kind"], "kind", "a string") != "NcclPolicy") {
+      throw PolicyError("kind: expected NcclPolicy");
+    }
+    spec = root["spec"] ? root["spec"] : YAML::Node(YAML::NodeType::Map);
+    if (spec.IsNull()) return base;
+    RequireMap(spec, "spec");
+  }
+  CheckKeys(spec, "spec",
+            {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType",
+             "instanceTypes", "rules", "gate", "rendezvousPort"});
+  Policy policy = base;
+  try {
+    if (spec["guideBaseURL"]) {
+      policy.guide_base_url =
+          Scalar<std::string>(spec["guideBaseURL"], "spec.guideBaseURL", "a URL");
+      if (policy.guide_base_url.empty()) throw PolicyError("spec.guideBaseURL: must not be empty");
+    }
+    if (spec["socketIfname"]) {
+      policy.socket_ifname =
+          Scalar<std::string>(spec["socketIfname"], "spec.socketIfname", "a string");
+    }
+    if (spec["clusterDomain"]) {
+      policy.cluster_domain =
+          Scalar<std::string>(spec["clusterDomain"], "spec.clusterDomain", "a string");
+    }
+    if (spec["instanceTypes"]) ApplyInstanceTypes(spec["instanceTypes"], policy);
+    if (spec["defaultInstanceType"]) {
+      auto name =
+          Scalar<std::string>(spec["defaultInstanceType"], "spec.defaultInstanceType", "a string");
+      policy.default_instance_type = name.empty() ? std::nullopt : std::optional<std::string>(name);
+    }
+    if (spec["rules"]) ApplyRules(spec["rules"], policy);
+    if (spec["gate"]) {
+      const YAML::Node gate = RequireMap(spec["gate"], "spec.gate");
+      CheckKeys(gate, "spec.gate", {"enabled", "countUnvalidatedNodes"});
+      if (gate["enabled"])
+        policy.gate.enabled = Scalar<bool>(gate["enabled"], "spec.gate.enabled", "true or false");
+      if (gate["countUnvalidatedNodes"]) {
+        policy.gate.count_unvalidated_nodes = Scalar<bool>(
+            gate["countUnvalidatedNodes"], "spec.gate.countUnvalidatedNodes", "true or false");
+      }
+    }
+    if (spec["rendezvousPort"]) {
+      policy.rendezvous_port =
+          Scalar<int>(spec["rendezvousPort"], "spec.rendezvousPort", "a port number");
+      if (policy.rendezvous_port < 1 || policy.rendezvous_port > 65535) {
+        throw PolicyError("spec.rendezvousPort: must be between 1 and 65535");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    throw PolicyError(std::string("reading policy: ") + e.what());
+  }
+  return policy;
+}
+
+}  // namespace ncclguard::core

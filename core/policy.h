@@ -1,0 +1,57 @@
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/finding.h"
+
+namespace ncclguard::core {
+
+// "p5" for "p5.48xlarge": replicas of one job must not mix families.
+std::string InstanceFamily(std::string_view instance_type);
+
+struct InstanceType {
+  std::string name;  // e.g. "p5.48xlarge"
+  int efa_devices = 0;
+  int gpus = 0;
+  bool gpudirect_rdma = false;
+};
+
+struct RuleOverride {
+  bool enabled = true;
+  std::optional<Level> level;
+};
+
+struct GatePolicy {
+  bool enabled = true;
+  // Let nodes without a NodeValidation count (clusters where no probe runs).
+  bool count_unvalidated_nodes = false;
+};
+
+// What ncclguard enforces. Built-in defaults match RULES.md; a YAML file (an NcclPolicy object or
+// its bare spec) overrides them.
+struct Policy {
+  std::string guide_base_url;
+  std::string socket_ifname;
+  std::string cluster_domain;
+  std::optional<std::string> default_instance_type;
+  std::vector<InstanceType> instance_types;
+  std::map<std::string, RuleOverride, std::less<>> rules;
+  GatePolicy gate;
+  int rendezvous_port = 29500;
+
+  static Policy Defaults();
+
+  const InstanceType* FindInstanceType(std::string_view name) const;
+  bool RuleEnabled(std::string_view rule_id) const;
+  // The level the rule reports at: its own action unless the policy overrides it.
+  Level EffectiveLevel(std::string_view rule_id, Level rule_action) const;
+};
+
+// Applies the overrides in `yaml_text` on top of `base`. Throws PolicyError naming the field.
+Policy ParsePolicy(std::string_view yaml_text, const Policy& base = Policy::Defaults());
+
+}  // namespace ncclguard::core

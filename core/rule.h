@@ -1,0 +1,98 @@
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/finding.h"
+#include "core/json.h"
+#include "core/patch.h"
+#include "core/pod_spec.h"
+#include "core/policy.h"
+#include "core/workload.h"
+
+namespace ncclguard::core {
+
+enum class RuleScope { Pod, Job };
+
+struct RuleInfo {
+  std::string_view id;
+  std::string_view slug;  // guide section (RULES.md)
+  Level action;           // fix, deny or warn
+  RuleScope scope;
+  std::string_view summary;  // the condition, one sentence
+  std::string_view remedy;   // what the user (or the fix) does about it
+};
+
+// What a rule sees for one pod template.
+struct TemplateContext {
+  const Json& object;
+  const Workload& workload;
+  const TemplateFacts& facts;
+  const Policy& policy;
+};
+
+// What a job-level rule sees: every template of the workload.
+struct JobContext {
+  const Json& object;
+  const Workload& workload;
+  const std::vector<TemplateFacts>& templates;
+  const Policy& policy;
+};
+
+struct Violation {
+  std::string path;  // JSON Pointer
+  std::string message;
+};
+
+// A rule's output: violations, and for fix rules the patch that fixes them.
+class RuleReport {
+ public:
+  explicit RuleReport(const Json& object) : plan_(object) {}
+  void Add(const JsonPointer& at, std::string message) {
+    violations_.push_back({at.to_string(), std::move(message)});
+  }
+  PatchPlan& plan() { return plan_; }
+  std::vector<Violation>& violations() { return violations_; }
+
+ private:
+  PatchPlan plan_;
+  std::vector<Violation> violations_;
+};
+
+class Rule {
+ public:
+  explicit Rule(RuleInfo info) : info_(info) {}
+  virtual ~Rule() = default;
+  const RuleInfo& Info() const { return info_; }
+
+  // Pod-scope rules: called once per pod template. Fix rules also fill report.plan().
+  virtual void CheckTemplate(const TemplateContext&, RuleReport&) const {}
+  // Job-scope rules: called once per workload.
+  virtual void CheckJob(const JobContext&, RuleReport&) const {}
+
+ private:
+  RuleInfo info_;
+};
+
+// Every rule registers itself from its own file (core/rules/), so adding a rule is one file.
+// Registration happens during static initialisation; afterwards the registry is read-only.
+class RuleRegistry {
+ public:
+  // Sorted by id, so evaluation order and output are deterministic.
+  static std::span<const Rule* const> All();
+  static const Rule* Find(std::string_view id);
+
+  struct Registrar {
+    explicit Registrar(std::unique_ptr<Rule> rule);
+  };
+};
+
+}  // namespace ncclguard::core
+
+#define NCCLGUARD_REGISTER_RULE(RuleClass)                                        \
+  static const ::ncclguard::core::RuleRegistry::Registrar kRegistrar##RuleClass { \
+    std::make_unique<RuleClass>()                                                 \
+  }

@@ -1,0 +1,39 @@
+#include "core/rules/rule_util.h"
+
+namespace ncclguard::core::rules {
+namespace {
+
+// The tag of an image reference, "" when it has none ("registry:5000/repo" has no tag).
+std::string Tag(std::string_view image) {
+  const auto slash = image.rfind('/');
+  const std::string_view last = slash == std::string_view::npos ? image : image.substr(slash + 1);
+  const auto colon = last.find(':');
+  return colon == std::string_view::npos ? std::string() : std::string(last.substr(colon + 1));
+}
+
+class ImageUnpinned final : public Rule {
+ public:
+  ImageUnpinned()
+      : Rule({"image-unpinned", "nccl-version", Level::Warn, RuleScope::Pod,
+              "An image uses :latest or no tag or digest, so replicas started at different times "
+              "may pull different NCCL/CUDA builds.",
+              "Pin the image by digest (image@sha256:...) or an immutable version tag."}) {}
+
+  void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
+    for (const Container& c : ctx.facts.containers) {
+      const auto image = c.Image();
+      if (!image || image->empty() || image->find('@') != std::string::npos) continue;
+      const std::string tag = Tag(*image);
+      if (!tag.empty() && tag != "latest") continue;
+      report.Add(c.at / "image", ContainerLabel(c) + " image \"" + *image + "\" " +
+                                     (tag.empty() ? "has no tag" : "uses :latest") +
+                                     ": replicas may run different builds. Pin it by digest or a "
+                                     "version tag.");
+    }
+  }
+};
+
+NCCLGUARD_REGISTER_RULE(ImageUnpinned);
+
+}  // namespace
+}  // namespace ncclguard::core::rules

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rule.h"
+
+namespace ncclguard::core::rules {
+
+// The JSON Pointer of env entry `index` of a container.
+inline JsonPointer EnvPath(const Container& c, std::size_t index) { return c.at / "env" / index; }
+
+// Calls fn(container, value, path) for each container whose env sets `name` to a literal value.
+template <typename Fn>
+void ForEachLiteralEnv(const TemplateFacts& facts, std::string_view name, Fn&& fn) {
+  for (const Container& c : facts.containers) {
+    const auto env = c.Env(name);
+    if (env && env->value) fn(c, *env->value, EnvPath(c, env->index));
+  }
+}
+
+// Splits on `separator`, keeping empty pieces (they are errors in NCCL lists).
+std::vector<std::string> Split(std::string_view text, char separator);
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// `"name"` in messages; containers without a name are described by index.
+std::string ContainerLabel(const Container& c);
+
+// Total pods of the workload that take part as ranks (an MPIJob launcher does not).
+std::int64_t RankPods(const Workload& workload);
+
+}  // namespace ncclguard::core::rules

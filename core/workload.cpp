@@ -1,0 +1,146 @@
+#include "core/workload.h"
+
+#include <string_view>
+
+#include "core/errors.h"
+#include "core/json_access.h"
+
+namespace ncclguard::core {
+
+std::string_view WorkloadKindName(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::Pod:
+      return "Pod";
+    case WorkloadKind::BatchJob:
+      return "Job";
+    case WorkloadKind::PyTorchJob:
+      return "PyTorchJob";
+    case WorkloadKind::MpiJob:
+      return "MPIJob";
+    case WorkloadKind::JobSet:
+      return "JobSet";
+  }
+  return "";
+}
+
+namespace {
+
+std::string_view Group(std::string_view api_version) {
+  auto slash = api_version.find('/');
+  return slash == std::string_view::npos ? std::string_view{} : api_version.substr(0, slash);
+}
+
+std::optional<WorkloadKind> KindOf(std::string_view api_version, std::string_view kind) {
+  const auto group = Group(api_version);
+  if (kind == "Pod" && api_version == "v1") return WorkloadKind::Pod;
+  if (kind == "Job" && group == "batch") return WorkloadKind::BatchJob;
+  if (kind == "PyTorchJob" && group == "kubeflow.org") return WorkloadKind::PyTorchJob;
+  if (kind == "MPIJob" && group == "kubeflow.org") return WorkloadKind::MpiJob;
+  if (kind == "JobSet" && group == "jobset.x-k8s.io") return WorkloadKind::JobSet;
+  return std::nullopt;
+}
+
+// A PodTemplateSpec at `at` contributes a template only if it is present.
+void AddTemplate(const Json& object, const JsonPointer& template_spec, std::string role,
+                 std::int64_t pods, std::int64_t ranks_per_pod, Workload& workload) {
+  const Json* tmpl = OptionalObject(object, template_spec);
+  if (tmpl == nullptr) return;
+  const JsonPointer pod_spec = template_spec / "spec";
+  if (OptionalObject(object, pod_spec) == nullptr) return;
+  workload.templates.push_back({std::move(role), pod_spec, pods, ranks_per_pod});
+}
+
+// Kubeflow replica specs: a map of role -> {replicas, template}.
+void AddReplicaSpecs(const Json& object, const JsonPointer& specs_at, std::int64_t ranks_per_pod,
+                     Workload& workload) {
+  const Json* specs = OptionalObject(object, specs_at);
+  if (specs == nullptr) return;
+  for (const auto& [role, spec] : specs->items()) {
+    const JsonPointer at = specs_at / role;
+    if (!spec.is_object()) throw InputError(at.to_string() + ": expected an object");
+    const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);
+    if (replicas < 0) throw InputError((at / "replicas").to_string() + ": must not be negative");
+    AddTemplate(object, at / "template", role, replicas, ranks_per_pod, workload);
+  }
+}
+
+// nprocPerNode is an integer, a string integer, or "auto"/"gpu"/"cpu" (decided at run time).
+std::int64_t NprocPerNode(const Json& object) {
+  const JsonPointer at("/spec/nprocPerNode");
+  if (!object.contains(at)) return 0;
+  const Json& value = object.at(at);
+  if (value.is_number_integer()) return value.get<std::int64_t>();
+  if (value.is_string()) {
+    const auto& text = value.get_ref<const std::string&>();
+    std::int64_t parsed = 0;
+    for (char c : text) {
+      if (c < '0' || c > '9') return 0;
+      parsed = parsed * 10 + (c - '0');
+      if (parsed > 1'000'000) return 0;
+    }
+    return parsed;
+  }
+  throw InputError(at.to_string() + ": expected an integer or a string");
+}
+
+}  // namespace
+
+std::optional<Workload> ParseWorkload(const Json& object) {
+  if (!object.is_object()) return std::nullopt;
+  auto api_version = object.find("apiVersion");
+  auto kind_field = object.find("kind");
+  if (api_version == object.end() || kind_field == object.end() || !api_version->is_string() ||
+      !kind_field->is_string()) {
+    return std::nullopt;
+  }
+  auto kind =
+      KindOf(api_version->get_ref<const std::string&>(), kind_field->get_ref<const std::string&>());
+  if (!kind) return std::nullopt;
+
+  Workload workload{*kind, {}};
+  switch (*kind) {
+    case WorkloadKind::Pod:
+      if (OptionalObject(object, JsonPointer("/spec")) != nullptr) {
+        workload.templates.push_back({"", JsonPointer("/spec"), 1, 0});
+      }
+      break;
+    case WorkloadKind::BatchJob: {
+      std::int64_t pods = OptionalInteger(object, JsonPointer("/spec/parallelism")).value_or(1);
+      const auto mode = OptionalString(object, JsonPointer("/spec/completionMode"));
+      const auto completions = OptionalInteger(object, JsonPointer("/spec/completions"));
+      // An Indexed Job's ranks are its completion indexes; all must run for a rendezvous.
+      if (mode && *mode == "Indexed" && completions) pods = *completions;
+      AddTemplate(object, JsonPointer("/spec/template"), "", pods, 0, workload);
+      break;
+    }
+    case WorkloadKind::PyTorchJob:
+      AddReplicaSpecs(object, JsonPointer("/spec/pytorchReplicaSpecs"), NprocPerNode(object),
+                      workload);
+      break;
+    case WorkloadKind::MpiJob: {
+      const std::int64_t slots =
+          OptionalInteger(object, JsonPointer("/spec/slotsPerWorker")).value_or(0);
+      AddReplicaSpecs(object, JsonPointer("/spec/mpiReplicaSpecs"), slots, workload);
+      break;
+    }
+    case WorkloadKind::JobSet: {
+      const JsonPointer list_at("/spec/replicatedJobs");
+      const Json* list = OptionalArray(object, list_at);
+      if (list == nullptr) break;
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        const JsonPointer at = list_at / i;
+        if (!(*list)[i].is_object()) throw InputError(at.to_string() + ": expected an object");
+        const std::string name = OptionalString(object, at / "name").value_or("");
+        const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);
+        const std::int64_t parallelism =
+            OptionalInteger(object, at / "template" / "spec" / "parallelism").value_or(1);
+        AddTemplate(object, at / "template" / "spec" / "template", name, replicas * parallelism, 0,
+                    workload);
+      }
+      break;
+    }
+  }
+  return workload;
+}
+
+}  // namespace ncclguard::core

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/engine.h"
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::test {
+
+// Parses one YAML document (the test's manifest) into Json.
+core::Json Yaml(const std::string& text);
+
+// Evaluates with the default policy unless one is given.
+core::Evaluation Check(const core::Json& object,
+                       const core::Policy& policy = core::Policy::Defaults());
+
+// Findings of one rule.
+std::vector<core::Finding> FindingsOf(const core::Evaluation& evaluation, const std::string& rule);
+
+// A p5.48xlarge pod with one 8-GPU container named "pytorch", compliant with every rule, for
+// tests to break one thing at a time.
+core::Json CompliantPod();
+
+// A file under the source tree.
+std::string SourcePath(const std::string& relative);
+std::string ReadFile(const std::string& path);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the built ncclguard binary with arguments (no shell), optional stdin.
+CommandResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text = "");
+
+}  // namespace ncclguard::test
