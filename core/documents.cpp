@@ -221,55 +221,130 @@ DocumentSet ParseYaml(std::string_view text) {
   return set;
 }
 
-void Emit(YAML::Emitter& out, const Json& value) {
+// A string YAML reads back unchanged when written plain (no quotes) in block context.
+bool IsPlainSafe(const std::string& s) {
+  if (s.empty() || !ResolvePlain(s).is_string()) return false;
+  constexpr std::string_view kIndicators = "?:,[]{}#&*!|>'\"%@`";
+  const char first = s.front();
+  if (kIndicators.find(first) != std::string_view::npos || first == ' ') return false;
+  if (first == '-' && (s.size() == 1 || s[1] == ' ' || s.starts_with("---"))) return false;
+  if (s.back() == ' ' || s.back() == ':') return false;
+  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return false;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// Multi-line text that a literal block ("|") keeps byte for byte.
+bool FitsLiteralBlock(const std::string& s) {
+  if (s.size() < 2 || s.back() != '\n' || s[s.size() - 2] == '\n' || s.front() == ' ') return false;
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == '\r') return false;
+  }
+  return true;
+}
+
+void WriteQuoted(std::string& out, const std::string& s) {
+  out += Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// A scalar (or empty container) at the end of a line; `indent` is where a literal block's lines go.
+void WriteInline(std::string& out, const Json& value, std::size_t indent) {
   switch (value.type()) {
     case Json::value_t::object:
-      out << YAML::BeginMap;
-      for (const auto& [key, item] : value.items()) {
-        out << YAML::Key;
-        if (!ResolvePlain(key).is_string()) out << YAML::DoubleQuoted;
-        out << key << YAML::Value;
-        Emit(out, item);
-      }
-      out << YAML::EndMap;
+      out += "{}";
       break;
     case Json::value_t::array:
-      out << YAML::BeginSeq;
-      for (const auto& item : value) Emit(out, item);
-      out << YAML::EndSeq;
+      out += "[]";
       break;
     case Json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
-      if (s.find('\n') != std::string::npos && s.find_first_of("\t\r") == std::string::npos &&
-          s.back() == '\n' && s.front() != ' ') {
-        out << YAML::Literal << s;
-      } else if (!ResolvePlain(s).is_string() || s.find('\n') != std::string::npos) {
-        out << YAML::DoubleQuoted << s;
+      if (IsPlainSafe(s)) {
+        out += s;
+      } else if (FitsLiteralBlock(s)) {
+        out += "|";
+        std::size_t start = 0;
+        while (start < s.size()) {
+          const std::size_t end = s.find('\n', start);
+          out += '\n';
+          if (end > start) out.append(indent, ' ').append(s, start, end - start);
+          start = end + 1;
+        }
+        out += '\n';
+        return;
       } else {
-        out << s;
+        WriteQuoted(out, s);
       }
       break;
     }
     case Json::value_t::boolean:
-      out << (value.get<bool>() ? "true" : "false");
-      break;
-    case Json::value_t::null:
-    case Json::value_t::discarded:
-      out << YAML::Null;
+      out += value.get<bool>() ? "true" : "false";
       break;
     case Json::value_t::number_float: {
       const double d = value.get<double>();
-      if (std::isnan(d)) {
-        out << ".nan";
-      } else if (std::isinf(d)) {
-        out << (d > 0 ? ".inf" : "-.inf");
-      } else {
-        out << value.dump();
-      }
+      out += std::isnan(d) ? ".nan" : std::isinf(d) ? (d > 0 ? ".inf" : "-.inf") : value.dump();
       break;
     }
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      out += value.dump();
+      break;
     default:
-      out << value.dump();  // integers: exact text
+      out += "null";
+  }
+  out += '\n';
+}
+
+bool IsNonEmptyContainer(const Json& value) {
+  return (value.is_object() || value.is_array()) && !value.empty();
+}
+
+void WriteBlock(std::string& out, const Json& value, std::size_t indent, bool continues_line);
+
+void WriteKey(std::string& out, const std::string& key) {
+  if (IsPlainSafe(key)) {
+    out += key;
+  } else {
+    WriteQuoted(out, key);
+  }
+  out += ':';
+}
+
+// Writes a non-empty map or list at `indent`. With `continues_line` the first line follows a
+// "- " already written, so it is not indented again.
+void WriteBlock(std::string& out, const Json& value, std::size_t indent, bool continues_line) {
+  bool first = true;
+  auto line_start = [&] {
+    if (!(first && continues_line)) out.append(indent, ' ');
+    first = false;
+  };
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      line_start();
+      WriteKey(out, key);
+      if (IsNonEmptyContainer(item)) {
+        out += '\n';
+        WriteBlock(out, item, indent + 2, false);
+      } else {
+        out += ' ';
+        WriteInline(out, item, indent + 2);
+      }
+    }
+    return;
+  }
+  for (const Json& item : value) {
+    line_start();
+    if (item.is_object() && !item.empty()) {
+      out += "- ";
+      WriteBlock(out, item, indent + 2, true);
+    } else if (item.is_array() && !item.empty()) {
+      out += "-\n";
+      WriteBlock(out, item, indent + 2, false);
+    } else {
+      out += "- ";
+      WriteInline(out, item, indent + 2);
+    }
   }
 }
 
@@ -284,13 +359,13 @@ DocumentSet ParseDocuments(std::string_view text) {
 }
 
 std::string ToYaml(const Json& value) {
-  YAML::Emitter out;
-  out.SetIndent(2);
-  Emit(out, value);
-  if (!out.good()) throw InputError(std::string("writing YAML: ") + out.GetLastError());
-  std::string text = out.c_str();
-  text += '\n';
-  return text;
+  std::string out;
+  if (IsNonEmptyContainer(value)) {
+    WriteBlock(out, value, 0, false);
+  } else {
+    WriteInline(out, value, 2);
+  }
+  return out;
 }
 
 std::string WriteDocuments(const DocumentSet& set) {

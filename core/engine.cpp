@@ -37,6 +37,19 @@ bool InScope(const Rule& rule, const EvaluateOptions& options) {
   return rule.Info().scope == RuleScope::Pod ? options.pod_rules : options.job_rules;
 }
 
+const std::vector<const Rule*>& FixRulesInOrder() {
+  static const std::vector<const Rule*> ordered = [] {
+    std::vector<const Rule*> rules;
+    for (const Rule* rule : RuleRegistry::All()) {
+      if (rule->Info().action == Level::Fix) rules.push_back(rule);
+    }
+    std::stable_sort(rules.begin(), rules.end(),
+                     [](const Rule* a, const Rule* b) { return a->FixOrder() < b->FixOrder(); });
+    return rules;
+  }();
+  return ordered;
+}
+
 }  // namespace
 
 Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOptions& options) {
@@ -50,25 +63,25 @@ Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOpti
   const ObjectRef ref = ObjectRef::From(object);
   Json working = object;
 
-  // Fix phase. Facts are re-read after each applied fix because they point into `working`.
-  for (const Rule* rule : RuleRegistry::All()) {
+  // Fix phase. Facts point into `working`, so they are re-read only after a fix changed it.
+  std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
+  for (const Rule* rule : FixRulesInOrder()) {
     const RuleInfo& info = rule->Info();
     if (info.action != Level::Fix || !InScope(*rule, options) || !policy.RuleEnabled(info.id))
       continue;
     if (policy.EffectiveLevel(info.id, info.action) != Level::Fix) continue;
-    for (const PodTemplate& tmpl : workload->templates) {
-      const TemplateFacts facts = ReadTemplateFacts(working, tmpl, policy);
+    for (std::size_t t = 0; t < workload->templates.size(); ++t) {
       RuleReport report(working);
-      rule->CheckTemplate({working, *workload, facts, policy}, report);
+      rule->CheckTemplate({working, *workload, facts[t], policy}, report);
       Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
       if (report.plan().empty()) continue;
       for (const Json& op : report.plan().ops()) result.patch.push_back(op);
       working = report.plan().TakeResult();
+      facts = ReadAllFacts(working, *workload, policy);
     }
   }
 
   // Check phase over the fixed object; fix rules the policy demoted report here without fixing.
-  const std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
   for (const Rule* rule : RuleRegistry::All()) {
     const RuleInfo& info = rule->Info();
     if (!InScope(*rule, options) || !policy.RuleEnabled(info.id)) continue;

@@ -29,9 +29,8 @@ std::vector<std::string> Tokens(const std::string& text) {
   return tokens;
 }
 
-// Walks by hand: json::contains/at throw on a pointer through a value of the wrong type, and we
-// want to name the field that had the wrong type.
-const Json* Lookup(const Json& root, const JsonPointer& at) {
+// Walks token by token to name the field that had the wrong type; only used off the fast path.
+const Json* SlowLookup(const Json& root, const JsonPointer& at) {
   const Json* node = &root;
   std::string walked;
   for (const std::string& token : Tokens(at.to_string())) {
@@ -56,6 +55,22 @@ const Json* Lookup(const Json& root, const JsonPointer& at) {
     walked += "/" + EscapePointerToken(token);
   }
   return node->is_null() ? nullptr : node;
+}
+
+const Json* Lookup(const Json& root, const JsonPointer& at) {
+  // Fast path without allocation: json::contains() is false both for an absent field and for a
+  // pointer that runs through a scalar; only the first parent decides which.
+  if (root.contains(at)) {
+    const Json& node = root.at(at);
+    return node.is_null() ? nullptr : &node;
+  }
+  if (at.empty()) return nullptr;
+  const JsonPointer parent = at.parent_pointer();
+  if (root.contains(parent)) {
+    const Json& node = root.at(parent);
+    if (node.is_object() || node.is_array() || node.is_null()) return nullptr;
+  }
+  return SlowLookup(root, at);
 }
 
 [[noreturn]] void WrongType(const JsonPointer& at, const char* expected, const Json& got) {
@@ -95,6 +110,43 @@ std::optional<bool> OptionalBool(const Json& root, const JsonPointer& at) {
   if (node == nullptr) return std::nullopt;
   if (!node->is_boolean()) WrongType(at, "true or false", *node);
   return node->get<bool>();
+}
+
+namespace {
+const Json* Child(const Json& node, std::string_view key) {
+  if (!node.is_object()) return nullptr;
+  const auto it = node.find(key);
+  return it == node.end() || it->is_null() ? nullptr : &*it;
+}
+}  // namespace
+
+const Json* ChildObject(const Json& node, std::string_view key, const JsonPointer& node_at) {
+  const Json* child = Child(node, key);
+  if (child != nullptr && !child->is_object())
+    WrongType(node_at / std::string(key), "an object", *child);
+  return child;
+}
+
+const Json* ChildArray(const Json& node, std::string_view key, const JsonPointer& node_at) {
+  const Json* child = Child(node, key);
+  if (child != nullptr && !child->is_array())
+    WrongType(node_at / std::string(key), "a list", *child);
+  return child;
+}
+
+std::optional<std::string> ChildString(const Json& node, std::string_view key,
+                                       const JsonPointer& node_at) {
+  const Json* child = Child(node, key);
+  if (child == nullptr) return std::nullopt;
+  if (!child->is_string()) WrongType(node_at / std::string(key), "a string", *child);
+  return child->get<std::string>();
+}
+
+std::optional<bool> ChildBool(const Json& node, std::string_view key, const JsonPointer& node_at) {
+  const Json* child = Child(node, key);
+  if (child == nullptr) return std::nullopt;
+  if (!child->is_boolean()) WrongType(node_at / std::string(key), "true or false", *child);
+  return child->get<bool>();
 }
 
 std::string EscapePointerToken(std::string_view token) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/json.h"
 
@@ -15,6 +16,14 @@ const Json* OptionalArray(const Json& root, const JsonPointer& at);
 std::optional<std::string> OptionalString(const Json& root, const JsonPointer& at);
 std::optional<std::int64_t> OptionalInteger(const Json& root, const JsonPointer& at);
 std::optional<bool> OptionalBool(const Json& root, const JsonPointer& at);
+
+// The same reads one level down from a node already at hand (`node_at` is its pointer, used only
+// to name the field in an error): no pointer is built on the happy path.
+const Json* ChildObject(const Json& node, std::string_view key, const JsonPointer& node_at);
+const Json* ChildArray(const Json& node, std::string_view key, const JsonPointer& node_at);
+std::optional<std::string> ChildString(const Json& node, std::string_view key,
+                                       const JsonPointer& node_at);
+std::optional<bool> ChildBool(const Json& node, std::string_view key, const JsonPointer& node_at);
 
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapePointerToken(std::string_view token);

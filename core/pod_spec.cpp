@@ -62,29 +62,35 @@ std::optional<std::string> Container::Image() const {
 
 namespace {
 
-std::optional<std::int64_t> ResourceCount(const Json& object, const JsonPointer& container,
+std::optional<std::int64_t> ResourceCount(const Json& container, const JsonPointer& at,
                                           std::string_view resource) {
+  const Json* resources = ChildObject(container, "resources", at);
+  if (resources == nullptr) return std::nullopt;
   for (const char* kind : {"limits", "requests"}) {
-    const JsonPointer map_at = container / "resources" / kind;
-    const Json* map = OptionalObject(object, map_at);
+    const Json* map = ChildObject(*resources, kind, at / "resources");
     if (map == nullptr) continue;
-    const auto it = map->find(std::string(resource));
-    if (it != map->end() && !it->is_null()) return ParseCount(*it, map_at / std::string(resource));
+    const auto it = map->find(resource);
+    if (it != map->end() && !it->is_null()) {
+      return ParseCount(*it, at / "resources" / kind / std::string(resource));
+    }
   }
   return std::nullopt;
 }
 
-void ValidateEnv(const Json& object, const JsonPointer& container) {
-  const JsonPointer env_at = container / "env";
-  const Json* env = OptionalArray(object, env_at);
+void ValidateEnv(const Json& container, const JsonPointer& at) {
+  const Json* env = ChildArray(container, "env", at);
   if (env == nullptr) return;
   for (std::size_t i = 0; i < env->size(); ++i) {
-    const JsonPointer var_at = env_at / i;
-    if (!(*env)[i].is_object()) throw InputError(var_at.to_string() + ": expected an object");
-    if (!OptionalString(object, var_at / "name")) {
-      throw InputError((var_at / "name").to_string() + ": an env entry needs a name");
+    const Json& var = (*env)[i];
+    if (!var.is_object()) throw InputError((at / "env" / i).to_string() + ": expected an object");
+    const auto name = var.find("name");
+    if (name == var.end() || !name->is_string()) {
+      throw InputError((at / "env" / i / "name").to_string() + ": an env entry needs a name");
     }
-    OptionalString(object, var_at / "value");
+    const auto value = var.find("value");
+    if (value != var.end() && !value->is_string() && !value->is_null()) {
+      ChildString(var, "value", at / "env" / i);
+    }
   }
 }
 
@@ -124,31 +130,34 @@ TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, con
   facts.pod_spec = tmpl.pod_spec;
   facts.spec = OptionalObject(object, tmpl.pod_spec);
   if (facts.spec == nullptr) throw InputError(tmpl.pod_spec.to_string() + ": pod spec is missing");
-  facts.host_network = OptionalBool(object, tmpl.pod_spec / "hostNetwork").value_or(false);
+  facts.host_network = ChildBool(*facts.spec, "hostNetwork", tmpl.pod_spec).value_or(false);
 
   const JsonPointer containers_at = tmpl.pod_spec / "containers";
-  if (const Json* containers = OptionalArray(object, containers_at)) {
+  if (const Json* containers = ChildArray(*facts.spec, "containers", tmpl.pod_spec)) {
+    facts.containers.reserve(containers->size());
     for (std::size_t i = 0; i < containers->size(); ++i) {
       Container c;
       c.at = containers_at / i;
       c.spec = &(*containers)[i];
       if (!c.spec->is_object()) throw InputError(c.at.to_string() + ": expected an object");
-      c.name = OptionalString(object, c.at / "name").value_or("");
-      OptionalString(object, c.at / "image");
-      c.gpus = ResourceCount(object, c.at, kGpuResource).value_or(0);
-      c.efa = ResourceCount(object, c.at, kEfaResource);
-      c.has_env_from = OptionalArray(object, c.at / "envFrom") != nullptr;
-      ValidateEnv(object, c.at);
+      c.name = ChildString(*c.spec, "name", c.at).value_or("");
+      ChildString(*c.spec, "image", c.at);
+      c.gpus = ResourceCount(*c.spec, c.at, kGpuResource).value_or(0);
+      c.efa = ResourceCount(*c.spec, c.at, kEfaResource);
+      c.has_env_from = ChildArray(*c.spec, "envFrom", c.at) != nullptr;
+      ValidateEnv(*c.spec, c.at);
       facts.containers.push_back(std::move(c));
     }
   }
 
-  const Json* selector = OptionalObject(object, tmpl.pod_spec / "nodeSelector");
+  const Json* selector = ChildObject(*facts.spec, "nodeSelector", tmpl.pod_spec);
   if (selector != nullptr && selector->contains(kInstanceTypeLabel)) {
     facts.instance_type_name =
-        OptionalString(object, tmpl.pod_spec / "nodeSelector" / std::string(kInstanceTypeLabel));
+        ChildString(*selector, kInstanceTypeLabel, tmpl.pod_spec / "nodeSelector");
     facts.instance_type_source = InstanceTypeSource::NodeSelector;
-  } else if (auto from_affinity = FromNodeAffinity(object, tmpl.pod_spec)) {
+  } else if (auto from_affinity = facts.spec->contains("affinity")
+                                      ? FromNodeAffinity(object, tmpl.pod_spec)
+                                      : std::nullopt) {
     facts.instance_type_name = std::move(from_affinity);
     facts.instance_type_source = InstanceTypeSource::NodeAffinity;
   } else if (policy.default_instance_type) {
@@ -174,9 +183,7 @@ bool TemplateFacts::IsEfaPod() const {
   return (instance_type != nullptr && instance_type->efa_devices > 0) || RequestsEfa();
 }
 
-bool TemplateFacts::IsEfaContainer(const Container& c) const {
-  return c.efa.value_or(0) > 0 || (c.IsGpu() && IsEfaPod());
-}
+bool TemplateFacts::IsEfaContainer(const Container& c) const { return c.efa.value_or(0) > 0; }
 
 std::optional<std::int64_t> TemplateFacts::ExpectedEfa(const Container& c) const {
   if (instance_type == nullptr || !c.IsGpu() || instance_type->gpus <= 0) return std::nullopt;

@@ -53,7 +53,8 @@ struct TemplateFacts {
   bool RequestsEfa() const;
   // A pod template on an EFA instance type, or one that requests vpc.amazonaws.com/efa.
   bool IsEfaPod() const;
-  // A container that gets EFA devices: it requests them, or it is a GPU container of an EFA pod.
+  // A container that requests EFA devices. The fix phase adds the request first
+  // (efa-resources-missing), so the other EFA fixes key on it.
   bool IsEfaContainer(const Container& c) const;
   // The EFA count a container with `gpus` GPUs should request on this instance type.
   std::optional<std::int64_t> ExpectedEfa(const Container& c) const;

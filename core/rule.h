@@ -72,6 +72,8 @@ class Rule {
   virtual void CheckTemplate(const TemplateContext&, RuleReport&) const {}
   // Job-scope rules: called once per workload.
   virtual void CheckJob(const JobContext&, RuleReport&) const {}
+  // Fix rules run in (FixOrder, id) order; a rule whose fix others build on runs earlier.
+  virtual int FixOrder() const { return 0; }
 
  private:
   RuleInfo info_;

@@ -12,6 +12,9 @@ class EfaResourcesMissing final : public Rule {
               "Request vpc.amazonaws.com/efa (requests = limits) = the instance type's EFA count x "
               "GPUs requested / GPUs per node; the mutating webhook adds it."}) {}
 
+  // The other EFA fixes (IPC_LOCK, libfabric env) apply to containers that request EFA.
+  int FixOrder() const override { return -1; }
+
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
     const TemplateFacts& facts = ctx.facts;
     if (facts.instance_type == nullptr || facts.instance_type->efa_devices == 0) return;

@@ -12,7 +12,8 @@ class NcclProtoInvalid final : public Rule {
   NcclProtoInvalid()
       : Rule({"nccl-proto-invalid", "efa-config", Level::Deny, RuleScope::Pod,
               "NCCL_PROTO has a token other than LL, LL128 or Simple (an optional leading ^ "
-              "excludes the listed ones). NCCL rejects the value at init.",
+              "excludes the listed ones; per-collective lists such as LL,Simple;allreduce:^LL are "
+              "read the same way). NCCL rejects the value at init.",
               "Use a comma list of LL, LL128, Simple, or remove NCCL_PROTO and let NCCL choose."}) {
   }
 
@@ -20,21 +21,13 @@ class NcclProtoInvalid final : public Rule {
     ForEachLiteralEnv(
         ctx.facts, "NCCL_PROTO",
         [&](const Container& c, const std::string& value, const JsonPointer& path) {
-          if (value.empty()) return;
-          std::string_view list = value;
-          if (list.front() == '^') list.remove_prefix(1);
-          for (const std::string& token : Split(list, ',')) {
-            const bool known =
-                std::any_of(kProtocols.begin(), kProtocols.end(),
-                            [&](std::string_view p) { return EqualsIgnoreCase(p, token); });
-            if (known) continue;
-            report.Add(path,
-                       ContainerLabel(c) + ": NCCL_PROTO=\"" + value +
-                           "\" has the unknown protocol \"" + token +
-                           "\". Use LL, LL128 or Simple (comma-separated, optional leading ^), "
-                           "or remove NCCL_PROTO.");
-            return;
-          }
+          const auto unknown = FirstUnknownNcclName(value, kProtocols);
+          if (!unknown) return;
+          report.Add(path,
+                     ContainerLabel(c) + ": NCCL_PROTO=\"" + value +
+                         "\" has the unknown protocol \"" + *unknown +
+                         "\". Use LL, LL128 or Simple (comma-separated, optional leading ^), or "
+                         "remove NCCL_PROTO.");
         });
   }
 };

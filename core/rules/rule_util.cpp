@@ -1,5 +1,6 @@
 #include "core/rules/rule_util.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace ncclguard::core::rules {
@@ -26,6 +27,24 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
     }
   }
   return true;
+}
+
+std::optional<std::string> FirstUnknownNcclName(std::string_view value,
+                                                std::span<const std::string_view> known) {
+  if (value.empty()) return std::nullopt;  // NCCL treats an empty variable as unset
+  for (const std::string& part : Split(value, ';')) {
+    std::string_view list = part;
+    if (const auto colon = list.find(':'); colon != std::string_view::npos)
+      list.remove_prefix(colon + 1);
+    if (!list.empty() && list.front() == '^') list.remove_prefix(1);
+    for (const std::string& name : Split(list, ',')) {
+      const bool ok = !name.empty() &&
+                      std::any_of(known.begin(), known.end(),
+                                  [&](std::string_view k) { return EqualsIgnoreCase(k, name); });
+      if (!ok) return name;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string ContainerLabel(const Container& c) {

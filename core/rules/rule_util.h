@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ void ForEachLiteralEnv(const TemplateFacts& facts, std::string_view name, Fn&& f
 std::vector<std::string> Split(std::string_view text, char separator);
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// NCCL_ALGO / NCCL_PROTO syntax: "[list][;collective:list]...", a list being an optional '^' then
+// comma-separated names (compared case-insensitively; an empty name is malformed).
+// Returns the first name that is not in `known`.
+std::optional<std::string> FirstUnknownNcclName(std::string_view value,
+                                                std::span<const std::string_view> known);
 
 // `"name"` in messages; containers without a name are described by index.
 std::string ContainerLabel(const Container& c);

@@ -5,11 +5,12 @@
 namespace ncclguard::core::rules {
 namespace {
 
-// NCCL_SOCKET_IFNAME: a comma list of interface prefixes; a leading '^' excludes the listed ones,
-// a leading '=' on an entry asks for an exact name.
+// NCCL_SOCKET_IFNAME: a comma list of interface prefixes. A leading '^' excludes the listed
+// interfaces, and a '=' after it (read once, for the whole list) asks for exact names.
 struct IfnameSpec {
   bool exclude = false;
-  std::vector<std::pair<std::string, bool>> entries;  // name, exact
+  bool exact = false;
+  std::vector<std::string> names;
 };
 
 std::optional<std::string> Parse(std::string_view value, IfnameSpec& spec) {
@@ -18,26 +19,25 @@ std::optional<std::string> Parse(std::string_view value, IfnameSpec& spec) {
     spec.exclude = true;
     value.remove_prefix(1);
   }
+  if (!value.empty() && value.front() == '=') {
+    spec.exact = true;
+    value.remove_prefix(1);
+  }
   for (std::string& entry : Split(value, ',')) {
-    bool exact = false;
-    if (!entry.empty() && entry.front() == '=') {
-      exact = true;
-      entry.erase(0, 1);
-    }
     if (entry.empty()) return "has an empty entry";
     for (char ch : entry) {
       const bool ok = std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-' ||
                       ch == '.' || ch == ':' || ch == '@';
       if (!ok) return "has an invalid character in \"" + entry + "\"";
     }
-    spec.entries.emplace_back(entry, exact);
+    spec.names.push_back(std::move(entry));
   }
   return std::nullopt;
 }
 
 bool Matches(const IfnameSpec& spec, std::string_view interface) {
-  for (const auto& [name, exact] : spec.entries) {
-    if (exact ? interface == name : interface.starts_with(name)) return true;
+  for (const std::string& name : spec.names) {
+    if (spec.exact ? interface == name : interface.starts_with(name)) return true;
   }
   return false;
 }

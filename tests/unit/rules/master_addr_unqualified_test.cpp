@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/rules/rule_test_util.h"
+
+namespace ncclguard::test {
+namespace {
+
+constexpr const char* kRule = "master-addr-unqualified";
+
+core::Evaluation CheckPodMasterAddr(const std::string& value,
+                                    const core::Policy& policy = core::Policy::Defaults()) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), "MASTER_ADDR", value);
+  return Check(pod, policy);
+}
+
+// A two-pod PyTorchJob whose Worker sets MASTER_ADDR.
+core::Json TwoPodJob(const std::string& master_addr) {
+  core::Json job = Yaml(R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: llama, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+)");
+  SetEnv(job.at(core::JsonPointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0")),
+         "MASTER_ADDR", master_addr);
+  return job;
+}
+
+TEST(MasterAddrUnqualified, WarnsForABareName) {
+  const core::Evaluation result = CheckPodMasterAddr("master");
+
+  const auto findings = FindingsOf(result, kRule);
+  ASSERT_EQ(findings.size(), 1u) << Dump(result);
+  const core::Finding& f = findings.front();
+  EXPECT_EQ(f.level, core::Level::Warn);
+  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_TRUE(
+      Mentions(f.message, "container \"pytorch\": MASTER_ADDR=\"master\" is not fully qualified"));
+  EXPECT_TRUE(Mentions(f.message, "Use <pod>.<service>.<namespace>.svc.cluster.local"));
+  EXPECT_TRUE(LinksTo(f, "dns-rendezvous"));
+  EXPECT_FALSE(result.HasDeny());
+}
+
+TEST(MasterAddrUnqualified, WarnsForAPartiallyQualifiedName) {
+  EXPECT_EQ(FindingsOf(CheckPodMasterAddr("llama-master-0.llama.ml"), kRule).size(), 1u);
+}
+
+TEST(MasterAddrUnqualified, AcceptsAFullyQualifiedName) {
+  for (const char* value : {"llama-master-0.llama.ml.svc.cluster.local",
+                            "llama-master-0.llama.ml.svc.cluster.local."}) {
+    EXPECT_TRUE(FindingsOf(CheckPodMasterAddr(value), kRule).empty()) << value;
+  }
+}
+
+TEST(MasterAddrUnqualified, AcceptsIpAddresses) {
+  for (const char* value : {"10.0.12.7", "fd00::1"}) {
+    EXPECT_TRUE(FindingsOf(CheckPodMasterAddr(value), kRule).empty()) << value;
+  }
+}
+
+TEST(MasterAddrUnqualified, SkipsVariableReferences) {
+  EXPECT_TRUE(FindingsOf(CheckPodMasterAddr("$(MASTER_HOST)"), kRule).empty());
+}
+
+TEST(MasterAddrUnqualified, AcceptsLocalhostInASinglePod) {
+  EXPECT_TRUE(FindingsOf(CheckPodMasterAddr("localhost"), kRule).empty());
+}
+
+TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
+  const core::Evaluation result = Check(TwoPodJob("localhost"));
+  const auto findings = FindingsOf(result, kRule);
+  ASSERT_EQ(findings.size(), 1u) << Dump(result);
+  EXPECT_EQ(findings.front().path,
+            "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env/0");
+}
+
+TEST(MasterAddrUnqualified, UsesThePolicyClusterDomain) {
+  const core::Policy policy = core::ParsePolicy("clusterDomain: corp.internal");
+  EXPECT_TRUE(
+      FindingsOf(CheckPodMasterAddr("m-0.llama.ml.svc.corp.internal", policy), kRule).empty());
+  const auto findings =
+      FindingsOf(CheckPodMasterAddr("m-0.llama.ml.svc.cluster.local", policy), kRule);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_TRUE(Mentions(findings.front().message, "<namespace>.svc.corp.internal"));
+}
+
+TEST(MasterAddrUnqualified, DoesNotFireOnACompliantPod) {
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test

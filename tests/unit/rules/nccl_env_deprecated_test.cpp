@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/rules/rule_test_util.h"
+
+namespace ncclguard::test {
+namespace {
+
+constexpr const char* kRule = "nccl-env-deprecated";
+
+struct Case {
+  const char* old_name;
+  const char* new_name;
+};
+
+constexpr Case kCases[] = {
+    {"NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"},
+    {"NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"},
+    {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"},
+};
+
+TEST(NcclEnvDeprecated, WarnsForEachDeprecatedNameAndNamesItsReplacement) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.old_name);
+    core::Json pod = CompliantPod();
+    SetEnv(ContainerOf(pod), c.old_name, "4");
+    const core::Evaluation result = Check(pod);
+
+    const auto findings = FindingsOf(result, kRule);
+    ASSERT_EQ(findings.size(), 1u) << Dump(result);
+    const core::Finding& f = findings.front();
+    EXPECT_EQ(f.level, core::Level::Warn);
+    EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+    EXPECT_TRUE(Mentions(f.message, "container \"pytorch\" sets " + std::string(c.old_name) +
+                                        ", which is deprecated"));
+    EXPECT_TRUE(Mentions(f.message, "Use " + std::string(c.new_name) + " instead."));
+    EXPECT_TRUE(LinksTo(f, "advanced-tuning"));
+    EXPECT_FALSE(result.HasDeny());
+  }
+}
+
+TEST(NcclEnvDeprecated, WarnsOncePerDeprecatedVariable) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), "NCCL_MIN_NCHANNELS", "4");
+  SetEnv(ContainerOf(pod), "NCCL_MAX_NCHANNELS", "16");
+  const auto findings = FindingsOf(Check(pod), kRule);
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].path, "/spec/containers/0/env/4");
+  EXPECT_EQ(findings[1].path, "/spec/containers/0/env/5");
+}
+
+TEST(NcclEnvDeprecated, WarnsWhenTheValueComesFromAConfigMap) {
+  core::Json pod = CompliantPod();
+  ContainerOf(pod)["env"].push_back(Yaml(
+      "var: {name: NCCL_MAX_NCHANNELS, valueFrom: {configMapKeyRef: {name: nccl, key: channels}}}")
+                                        ["var"]);
+  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+}
+
+TEST(NcclEnvDeprecated, AcceptsTheReplacements) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), "NCCL_MIN_CTAS", "4");
+  SetEnv(ContainerOf(pod), "NCCL_MAX_CTAS", "16");
+  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+}
+
+TEST(NcclEnvDeprecated, DoesNotFireOnACompliantPod) {
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test

@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/rules/rule_test_util.h"
+
+namespace ncclguard::test {
+namespace {
+
+constexpr const char* kRule = "nccl-proto-invalid";
+
+core::Evaluation CheckProto(const std::string& value) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), "NCCL_PROTO", value);
+  return Check(pod);
+}
+
+TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
+  const core::Evaluation result = CheckProto("fast");
+
+  const auto findings = FindingsOf(result, kRule);
+  ASSERT_EQ(findings.size(), 1u) << Dump(result);
+  const core::Finding& f = findings.front();
+  EXPECT_EQ(f.level, core::Level::Deny);
+  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_TRUE(Mentions(
+      f.message, "container \"pytorch\": NCCL_PROTO=\"fast\" has the unknown protocol \"fast\""));
+  EXPECT_TRUE(Mentions(f.message, "Use LL, LL128 or Simple"));
+  EXPECT_TRUE(Mentions(f.message, "or remove NCCL_PROTO"));
+  EXPECT_TRUE(LinksTo(f, "efa-config"));
+  EXPECT_TRUE(result.HasDeny());
+}
+
+TEST(NcclProtoInvalid, ReportsOnlyTheFirstUnknownToken) {
+  const auto findings = FindingsOf(CheckProto("LL,Fast,Slow"), kRule);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_TRUE(Mentions(findings.front().message, "unknown protocol \"Fast\""));
+}
+
+TEST(NcclProtoInvalid, DeniesAnEmptyEntry) {
+  EXPECT_EQ(FindingsOf(CheckProto("LL,,Simple"), kRule).size(), 1u);
+}
+
+TEST(NcclProtoInvalid, DeniesAnExclusionMarkAlone) {
+  EXPECT_EQ(FindingsOf(CheckProto("^"), kRule).size(), 1u);
+}
+
+TEST(NcclProtoInvalid, AcceptsKnownProtocols) {
+  // NCCL compares protocol names case-insensitively, so "simple" is valid.
+  for (const char* value : {"^LL128", "LL,Simple", "simple", "LL128", "^LL,LL128"}) {
+    const core::Evaluation result = CheckProto(value);
+    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+  }
+}
+
+// NCCL parses NCCL_PROTO with the same parseList as NCCL_ALGO; both values are the examples in
+// NCCL's own source.
+TEST(NcclProtoInvalid, AcceptsPerCollectiveLists) {
+  for (const char* value : {"LL,Simple;allreduce:^LL", "^LL128;allreduce:LL128"}) {
+    const core::Evaluation result = CheckProto(value);
+    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+  }
+}
+
+TEST(NcclProtoInvalid, IgnoresAnEmptyValue) {
+  EXPECT_TRUE(FindingsOf(CheckProto(""), kRule).empty());
+}
+
+TEST(NcclProtoInvalid, DoesNotFireOnACompliantPod) {
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test

@@ -1,0 +1,100 @@
+#pragma once
+
+// Small helpers shared by the per-rule tests: edit a manifest one field at a time, build the
+// expected RFC 6902 operations, and check findings with readable failure messages.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "core/engine.h"
+#include "core/finding.h"
+#include "core/json.h"
+#include "core/policy.h"
+#include "tests/unit/test_support.h"
+
+namespace ncclguard::test {
+
+inline constexpr const char* kInstanceTypeKey = "node.kubernetes.io/instance-type";
+inline constexpr const char* kEfaKey = "vpc.amazonaws.com/efa";
+inline constexpr const char* kGpuKey = "nvidia.com/gpu";
+
+// Container `index` of a bare Pod.
+inline core::Json& ContainerOf(core::Json& pod, std::size_t index = 0) {
+  return pod.at("spec").at("containers").at(index);
+}
+
+// Sets env `name` on a container; an existing entry keeps its index.
+inline void SetEnv(core::Json& container, const std::string& name, const std::string& value) {
+  core::Json& env = container["env"];
+  if (!env.is_array()) env = core::Json::array();
+  for (core::Json& var : env) {
+    if (var.value("name", "") == name) {
+      var = core::Json{{"name", name}, {"value", value}};
+      return;
+    }
+  }
+  env.push_back(core::Json{{"name", name}, {"value", value}});
+}
+
+inline void RemoveEnv(core::Json& container, const std::string& name) {
+  core::Json kept = core::Json::array();
+  for (const core::Json& var : container["env"]) {
+    if (var.value("name", "") != name) kept.push_back(var);
+  }
+  container["env"] = kept;
+}
+
+inline void SetInstanceType(core::Json& pod, const std::string& type) {
+  pod["spec"]["nodeSelector"][kInstanceTypeKey] = type;
+}
+
+// Sets requests and limits of `resource` on a container.
+inline void SetResource(core::Json& container, const char* resource, const core::Json& value) {
+  container["resources"]["requests"][resource] = value;
+  container["resources"]["limits"][resource] = value;
+}
+
+inline void RemoveResource(core::Json& container, const char* resource) {
+  container["resources"]["requests"].erase(resource);
+  container["resources"]["limits"].erase(resource);
+}
+
+// The RFC 6902 operation the fix rules emit.
+inline core::Json AddOp(const std::string& path, const core::Json& value) {
+  return core::Json{{"op", "add"}, {"path", path}, {"value", value}};
+}
+
+// Findings and patch of an evaluation, for failure messages.
+inline std::string Dump(const core::Evaluation& evaluation) {
+  std::string out = "findings:\n";
+  for (const core::Finding& f : evaluation.findings) {
+    out += "  " + f.rule + " [" + std::string(core::LevelName(f.level)) + "] " + f.path + ": " +
+           f.message + "\n";
+  }
+  return out + "patch: " + evaluation.patch.dump() + "\n";
+}
+
+inline ::testing::AssertionResult Mentions(const std::string& text, std::string_view part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not mention \"" << part << "\"";
+}
+
+// The finding links to the guide section `slug` (RULES.md).
+inline ::testing::AssertionResult LinksTo(const core::Finding& finding, std::string_view slug) {
+  const std::string suffix = "#" + std::string(slug);
+  if (finding.guide.size() >= suffix.size() && finding.guide.ends_with(suffix)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "guide link \"" << finding.guide << "\" does not end with \"" << suffix << "\"";
+}
+
+// The patch a second evaluation of the fixed object produces: empty when the fix is idempotent.
+inline core::Json RepatchOf(const core::Evaluation& evaluation,
+                            const core::Policy& policy = core::Policy::Defaults()) {
+  return Check(evaluation.fixed, policy).patch;
+}
+
+}  // namespace ncclguard::test

@@ -1,0 +1,193 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/rules/rule_test_util.h"
+
+namespace ncclguard::test {
+namespace {
+
+constexpr const char* kRule = "world-size-mismatch";
+
+// Master 1 + Worker 3 replicas of 8 GPUs: 4 pods, 32 GPU ranks.
+constexpr const char* kPyTorchJob = R"(
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: llama, namespace: ml}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+    Worker:
+      replicas: 3
+      template:
+        spec:
+          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+)";
+constexpr const char* kPyTorchWorker =
+    "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0";
+
+// A CPU launcher and 2 workers of 8 GPUs with 8 slots each.
+constexpr const char* kMpiJob = R"(
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: nccl-tests, namespace: ml}
+spec:
+  slotsPerWorker: 8
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: launcher, image: train:1.0}]
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: worker, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+)";
+constexpr const char* kMpiLauncher = "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0";
+
+// An Indexed Job of 4 completions of 8 GPUs.
+constexpr const char* kIndexedJob = R"(
+apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed, namespace: ml}
+spec:
+  completionMode: Indexed
+  completions: 4
+  parallelism: 4
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: trainer, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+)";
+constexpr const char* kJobContainer = "/spec/template/spec/containers/0";
+
+// 2 replicas x parallelism 2 = 4 pods of 8 GPUs.
+constexpr const char* kJobSet = R"(
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js, namespace: ml}
+spec:
+  replicatedJobs:
+    - name: workers
+      replicas: 2
+      template:
+        spec:
+          parallelism: 2
+          completions: 2
+          template:
+            spec:
+              containers: [{name: trainer, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
+)";
+constexpr const char* kJobSetContainer =
+    "/spec/replicatedJobs/0/template/spec/template/spec/containers/0";
+
+core::Json WithWorldSize(const char* manifest, const char* container,
+                         const std::string& world_size) {
+  core::Json job = Yaml(manifest);
+  SetEnv(job.at(core::JsonPointer(container)), "WORLD_SIZE", world_size);
+  return job;
+}
+
+std::size_t Denials(const char* manifest, const char* container, const std::string& world_size) {
+  return FindingsOf(Check(WithWorldSize(manifest, container, world_size)), kRule).size();
+}
+
+TEST(WorldSizeMismatch, DeniesAPyTorchJobWorldSizeThatMatchesNeitherPodsNorGpus) {
+  const core::Evaluation result = Check(WithWorldSize(kPyTorchJob, kPyTorchWorker, "16"));
+
+  const auto findings = FindingsOf(result, kRule);
+  ASSERT_EQ(findings.size(), 1u) << Dump(result);
+  const core::Finding& f = findings.front();
+  EXPECT_EQ(f.level, core::Level::Deny);
+  EXPECT_EQ(f.path, std::string(kPyTorchWorker) + "/env/0");
+  EXPECT_TRUE(
+      Mentions(f.message, "container \"pytorch\": WORLD_SIZE=\"16\" but the job starts 4 pod(s)"));
+  EXPECT_TRUE(Mentions(f.message, "WORLD_SIZE must be 4 or 32"));
+  EXPECT_TRUE(Mentions(f.message, "Remove WORLD_SIZE (the operator sets it) or fix the replicas."));
+  EXPECT_TRUE(LinksTo(f, "nccl-timeout"));
+  EXPECT_TRUE(result.HasDeny());
+}
+
+TEST(WorldSizeMismatch, AcceptsPodsOrGpuRanksForAPyTorchJob) {
+  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "4"), 0u);
+  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "32"), 0u);
+}
+
+TEST(WorldSizeMismatch, DeniesANonNumber) {
+  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "abc"), 1u);
+}
+
+TEST(WorldSizeMismatch, SkipsAVariableReference) {
+  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "$(N)"), 0u);
+}
+
+TEST(WorldSizeMismatch, AcceptsPodsTimesNprocPerNode) {
+  core::Json job = WithWorldSize(kPyTorchJob, kPyTorchWorker, "8");
+  EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
+  job["spec"]["nprocPerNode"] = 2;
+  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+}
+
+TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
+  EXPECT_EQ(Denials(kMpiJob, kMpiLauncher, "2"), 0u);
+  EXPECT_EQ(Denials(kMpiJob, kMpiLauncher, "16"), 0u);
+
+  const core::Evaluation result = Check(WithWorldSize(kMpiJob, kMpiLauncher, "3"));
+  const auto findings = FindingsOf(result, kRule);
+  ASSERT_EQ(findings.size(), 1u) << Dump(result);
+  EXPECT_EQ(findings.front().path, std::string(kMpiLauncher) + "/env/0");
+  EXPECT_TRUE(
+      Mentions(findings.front().message, "the job starts 2 pod(s), so WORLD_SIZE must be 2 or 16"));
+}
+
+TEST(WorldSizeMismatch, AcceptsWorkersTimesSlotsPerWorker) {
+  core::Json job = WithWorldSize(kMpiJob, kMpiLauncher, "8");
+  EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
+  job["spec"]["slotsPerWorker"] = 4;
+  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+}
+
+TEST(WorldSizeMismatch, UsesCompletionsOfAnIndexedJob) {
+  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "4"), 0u);
+  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "32"), 0u);
+  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "8"), 1u);
+
+  core::Json job = WithWorldSize(kIndexedJob, kJobContainer, "4");
+  job["spec"].erase("parallelism");  // an Indexed Job's ranks are its completion indexes
+  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+}
+
+TEST(WorldSizeMismatch, UsesParallelismOfANonIndexedJob) {
+  core::Json job = WithWorldSize(kIndexedJob, kJobContainer, "4");
+  job["spec"].erase("completionMode");
+  job["spec"]["parallelism"] = 2;
+  const auto findings = FindingsOf(Check(job), kRule);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_TRUE(Mentions(findings.front().message, "must be 2 or 16"));
+}
+
+TEST(WorldSizeMismatch, MultipliesJobSetReplicasByParallelism) {
+  EXPECT_EQ(Denials(kJobSet, kJobSetContainer, "4"), 0u);
+  EXPECT_EQ(Denials(kJobSet, kJobSetContainer, "32"), 0u);
+
+  const auto findings = FindingsOf(Check(WithWorldSize(kJobSet, kJobSetContainer, "2")), kRule);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings.front().path, std::string(kJobSetContainer) + "/env/0");
+}
+
+TEST(WorldSizeMismatch, NeverFiresForABarePod) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), "WORLD_SIZE", "99");
+  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+}
+
+TEST(WorldSizeMismatch, DoesNotFireWithoutWorldSize) {
+  EXPECT_TRUE(FindingsOf(Check(Yaml(kPyTorchJob)), kRule).empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test
