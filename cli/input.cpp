@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -32,6 +33,8 @@ std::string ReadStream(std::istream& in, const std::string& path) {
 
 std::string ReadInput(const std::string& path) {
   if (path == "-") return ReadStream(std::cin, path);
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) throw core::InputError(path + ": is a directory");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw core::InputError(path + ": cannot open: " + std::strerror(errno));
   return ReadStream(file, path);

@@ -63,7 +63,7 @@ Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOpti
   const ObjectRef ref = ObjectRef::From(object);
   Json working = object;
 
-  // Fix phase. Facts point into `working`, so they are re-read only after a fix changed it.
+  // Fix phase. Facts point into `working`; a template's are re-read after a fix changed it.
   std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
   for (const Rule* rule : FixRulesInOrder()) {
     const RuleInfo& info = rule->Info();
@@ -75,9 +75,11 @@ Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOpti
       rule->CheckTemplate({working, *workload, facts[t], policy}, report);
       Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
       if (report.plan().empty()) continue;
-      for (const Json& op : report.plan().ops()) result.patch.push_back(op);
-      working = report.plan().TakeResult();
-      facts = ReadAllFacts(working, *workload, policy);
+      const Json ops(report.plan().ops());
+      working.patch_inplace(ops);
+      for (const Json& op : ops) result.patch.push_back(op);
+      // The patch touched only this template's subtree: nodes of the other templates stayed put.
+      facts[t] = ReadTemplateFacts(working, workload->templates[t], policy);
     }
   }
 

@@ -3,23 +3,41 @@
 #include <stdexcept>
 
 namespace ncclguard::core {
-
 namespace {
-bool Contains(const Json& root, const JsonPointer& at) {
-  try {
-    return root.contains(at) && !root.at(at).is_null();
-  } catch (const Json::exception&) {
-    return false;  // the pointer runs through a scalar: the target cannot exist
-  }
+
+const Json* FindIn(const Json& root, const JsonPointer& at) {
+  if (!root.contains(at)) return nullptr;  // also false through a scalar
+  const Json& node = root.at(at);
+  return node.is_null() ? nullptr : &node;
 }
+
 }  // namespace
 
-bool PatchPlan::Exists(const JsonPointer& at) const { return Contains(Current(), at); }
-
-Json& PatchPlan::Patched() {
-  if (!patched_) patched_ = *base_;
-  return *patched_;
+PatchPlan::Created* PatchPlan::CreatedContaining(const JsonPointer& at, JsonPointer& relative) {
+  const std::string text = at.to_string();
+  for (Created& created : created_) {
+    if (text == created.at_text) {
+      relative = JsonPointer();
+      return &created;
+    }
+    if (text.size() > created.at_text.size() && text.starts_with(created.at_text) &&
+        text[created.at_text.size()] == '/') {
+      relative = JsonPointer(text.substr(created.at_text.size()));
+      return &created;
+    }
+  }
+  return nullptr;
 }
+
+const Json* PatchPlan::Find(const JsonPointer& at) const {
+  if (const Json* node = FindIn(*base_, at)) return node;
+  if (created_.empty()) return nullptr;
+  JsonPointer relative;
+  Created* created = const_cast<PatchPlan*>(this)->CreatedContaining(at, relative);
+  return created == nullptr ? nullptr : FindIn(created->value, relative);
+}
+
+bool PatchPlan::Exists(const JsonPointer& at) const { return Find(at) != nullptr; }
 
 void PatchPlan::Add(const JsonPointer& at, Json value) {
   if (Exists(at)) throw std::logic_error("PatchPlan::Add: " + at.to_string() + " exists");
@@ -32,28 +50,31 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
     target = target.parent_pointer();
   }
   const JsonPointer parent = target.parent_pointer();
-  if (!Exists(parent) || !Current().at(parent).is_object()) {
+  const Json* parent_node = parent.empty() ? base_ : Find(parent);
+  if (parent_node == nullptr || !parent_node->is_object()) {
     throw std::logic_error("PatchPlan::Add: parent of " + at.to_string() + " is not an object");
   }
   ops_.push_back(Json{{"op", "add"}, {"path", target.to_string()}, {"value", value}});
-  Patched().at(parent)[target.back()] = std::move(value);
+  JsonPointer relative;
+  if (Created* created = CreatedContaining(parent, relative)) {
+    created->value[relative][target.back()] = std::move(value);
+  } else {
+    created_.push_back({target, target.to_string(), std::move(value)});
+  }
 }
 
 void PatchPlan::Append(const JsonPointer& at, Json item) {
-  if (!Exists(at)) {
+  const Json* list = Find(at);
+  if (list == nullptr) {
     Add(at, Json::array({std::move(item)}));
     return;
   }
-  if (!Current().at(at).is_array()) {
+  if (!list->is_array())
     throw std::logic_error("PatchPlan::Append: " + at.to_string() + " is not a list");
-  }
   ops_.push_back(Json{{"op", "add"}, {"path", at.to_string() + "/-"}, {"value", item}});
-  Patched().at(at).push_back(std::move(item));
-}
-
-Json PatchPlan::TakeResult() {
-  if (patched_) return std::move(*patched_);
-  return *base_;
+  JsonPointer relative;
+  if (Created* created = CreatedContaining(at, relative))
+    created->value[relative].push_back(std::move(item));
 }
 
 }  // namespace ncclguard::core

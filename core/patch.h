@@ -1,37 +1,41 @@
 #pragma once
 
-#include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
 
 namespace ncclguard::core {
 
-// Builds RFC 6902 "add" operations against an object, creating missing parents, and keeps a copy
-// of the object with the operations applied (made on the first operation only, so a compliant
-// object costs no copy). Never replaces a value that exists.
+// Builds RFC 6902 "add" operations against an object without copying it: what the operations
+// create is kept beside the object, so that a rule sees its own earlier additions (a second
+// Append after the first one created the list). Never replaces a value that exists.
 class PatchPlan {
  public:
   explicit PatchPlan(const Json& base) : base_(&base) {}
 
+  // True when `at` holds a non-null value in the object or in what the plan adds.
   bool Exists(const JsonPointer& at) const;
   // Adds `value` at `at` (which must not exist), creating missing parent objects.
   void Add(const JsonPointer& at, Json value);
   // Appends `item` to the list at `at`, creating the list and its parents when absent.
   void Append(const JsonPointer& at, Json item);
 
-  // The object as it will be once the operations so far are applied.
-  const Json& Current() const { return patched_ ? *patched_ : *base_; }
   const std::vector<Json>& ops() const { return ops_; }
   bool empty() const { return ops_.empty(); }
-  // The object with every operation applied.
-  Json TakeResult();
 
  private:
-  Json& Patched();
+  // A value the plan creates, and where.
+  struct Created {
+    JsonPointer at;
+    std::string at_text;
+    Json value;
+  };
+  Created* CreatedContaining(const JsonPointer& at, JsonPointer& relative);
+  const Json* Find(const JsonPointer& at) const;
 
   const Json* base_;
-  std::optional<Json> patched_;
+  std::vector<Created> created_;
   std::vector<Json> ops_;
 };
 

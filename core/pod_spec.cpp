@@ -8,14 +8,17 @@
 namespace ncclguard::core {
 
 std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
+  // Device counts are small; bounding them keeps later arithmetic (EFA per GPU) exact.
+  constexpr std::int64_t kMaxCount = 1'000'000;
   if (value.is_number_integer()) {
     const auto count = value.get<std::int64_t>();
     if (count < 0) throw InputError(at.to_string() + ": must not be negative");
+    if (count > kMaxCount) throw InputError(at.to_string() + ": " + value.dump() + " is out of range");
     return count;
   }
   if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (d >= 0 && d < 1e9 && d == static_cast<double>(static_cast<std::int64_t>(d))) {
+    if (d >= 0 && d <= static_cast<double>(kMaxCount) && d == static_cast<double>(static_cast<std::int64_t>(d))) {
       return static_cast<std::int64_t>(d);
     }
   }
@@ -32,7 +35,7 @@ std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
     if (suffix.empty()) scale = 1;
     if (suffix == "k") scale = 1000;
     if (suffix == "Ki") scale = 1024;
-    if (digits > 0 && scale > 0) return count * scale;
+    if (digits > 0 && scale > 0 && count * scale <= kMaxCount) return count * scale;
   }
   throw InputError(at.to_string() + ": expected a whole-number quantity, got " + value.dump());
 }

@@ -38,16 +38,18 @@ class DevShmMissing final : public Rule {
 
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
     const JsonPointer volumes_at = ctx.facts.pod_spec / "volumes";
+    // Every GPU container of the pod shares one volume.
+    bool has_volume = HasVolume(ctx.object, volumes_at, kVolumeName);
     for (const Container& c : ctx.facts.containers) {
       if (!c.IsGpu() || MountsDevShm(ctx.object, c)) continue;
       report.Add(c.at / "volumeMounts",
                  ContainerLabel(c) +
                      " has no volume at /dev/shm and gets the runtime's 64 MB "
                      "default. Mount an emptyDir with medium: Memory at /dev/shm.");
-      // Read the planned state: a second GPU container shares the volume the first one added.
-      if (!HasVolume(report.plan().Current(), volumes_at, kVolumeName)) {
+      if (!has_volume) {
         report.plan().Append(volumes_at,
                              Json{{"name", kVolumeName}, {"emptyDir", {{"medium", "Memory"}}}});
+        has_volume = true;
       }
       report.plan().Append(c.at / "volumeMounts",
                            Json{{"name", kVolumeName}, {"mountPath", "/dev/shm"}});

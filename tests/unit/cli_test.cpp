@@ -157,6 +157,10 @@ TEST(CliBadInput, ExitsTwoWithOneLineReasonAndNothingOnStdout) {
        "nesting deeper than 256 levels"},
       {"deep-yaml", "a: " + std::string(50000, '[') + std::string(50000, ']'), "line 1"},
       {"bad-json", "{\"apiVersion\": \"v1\",", "not valid JSON"},
+      {"huge-count",
+       "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: c\n    resources: {limits: {nvidia.com/gpu: 99999999999999}}\n",
+       "99999999999999 is out of range"},
+      {"binary", std::string("\x00\x01\x02\xff\xfe", 5), "document 1: expected a Kubernetes object"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -186,7 +190,11 @@ TEST(CliBadInput, RefusesAFiftyMegabyteFile) {
 }
 
 TEST(CliBadInput, MissingFileBadPolicyAndBadFlagsExitTwo) {
-  auto r = RunCli({"lint", "/nonexistent/manifest.yaml"});
+  auto r = RunCli({"lint", "/tmp"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/tmp: is a directory"), std::string::npos) << r.err;
+
+  r = RunCli({"lint", "/nonexistent/manifest.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/nonexistent/manifest.yaml: cannot open"), std::string::npos) << r.err;
 

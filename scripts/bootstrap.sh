@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of ncclguard from Debian's packages. Idempotent: a
+# package already installed is not fetched again. Needs root (or sudo) for apt.
+set -euo pipefail
+
+# Go (>= 1.26, for the control-plane build in scripts/controlplane.sh) is not installed here:
+# Debian 12's golang-go is 1.19, too old; the machine image's Go (/usr/local/go) is used.
+
+packages=(
+  build-essential cmake ninja-build pkg-config clang-format git ca-certificates curl openssl python3
+  nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev libcpprest-dev libboost-dev
+  libfabric-dev libfabric-bin
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "bootstrap: all ${#packages[@]} packages present" >&2
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+echo "bootstrap: installing ${missing[*]}" >&2
+"${sudo_cmd[@]}" apt-get update -qq >&2
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+echo "bootstrap: done" >&2

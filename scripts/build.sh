@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds ncclguard (Release-with-debug-info, Ninja) into ${NCCLGUARD_BUILD_DIR:-build}.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${NCCLGUARD_BUILD_DIR:-$root/build}
+cmake -S "$root" -B "$build" -G Ninja >/dev/null
+cmake --build "$build" --parallel "$(nproc)"

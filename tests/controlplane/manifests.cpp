@@ -1,0 +1,107 @@
+#include "manifests.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <regex>
+#include <stdexcept>
+
+#include "controlplane_env.h"
+
+namespace ncclguard::testenv {
+namespace {
+
+nlohmann::json PlainScalar(const std::string& text) {
+  static const std::regex kInteger("[-+]?[0-9]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (text == "true" || text == "True" || text == "TRUE") return true;
+  if (text == "false" || text == "False" || text == "FALSE") return false;
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL")
+    return nullptr;
+  if (std::regex_match(text, kInteger)) return std::stoll(text);
+  if (std::regex_match(text, kFloat)) return std::stod(text);
+  return text;
+}
+
+nlohmann::json ToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json object = nlohmann::json::object();
+      for (const auto& entry : node) object[entry.first.as<std::string>()] = ToJson(entry.second);
+      return object;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json array = nlohmann::json::array();
+      for (const auto& item : node) array.push_back(ToJson(item));
+      return array;
+    }
+    case YAML::NodeType::Scalar:
+      // yaml-cpp tags quoted scalars "!"; those are strings whatever they say.
+      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : PlainScalar(node.Scalar());
+    default:
+      return nullptr;
+  }
+}
+
+bool Established(const nlohmann::json& crd) {
+  for (const auto& condition :
+       crd.value(nlohmann::json::json_pointer("/status/conditions"), nlohmann::json::array())) {
+    if (condition.value("type", "") == "Established" && condition.value("status", "") == "True")
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> LoadYamlDocuments(const std::string& path) {
+  std::vector<nlohmann::json> documents;
+  try {
+    for (const auto& node : YAML::LoadAllFromFile(path)) {
+      if (node.IsNull()) continue;
+      documents.push_back(ToJson(node));
+    }
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error("loading " + path + ": " + e.what());
+  }
+  return documents;
+}
+
+std::string CrdPath(const std::string& name) {
+  return "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + name;
+}
+
+void ApplyCrds(TestKubeClient& client, const std::string& path, std::chrono::milliseconds timeout) {
+  std::vector<std::string> names;
+  for (const auto& crd : LoadYamlDocuments(path)) {
+    std::string name = crd.at("metadata").at("name").get<std::string>();
+    // Server-side apply: creates or updates, so tests may apply the same file twice.
+    KubeResponse applied =
+        client.Request("PATCH", CrdPath(name) + "?fieldManager=ncclguard-tests&force=true",
+                       crd.dump(), "application/apply-patch+yaml");
+    if (applied.status != 200 && applied.status != 201) {
+      throw std::runtime_error("applying CRD " + name + " from " + path + ": HTTP " +
+                               std::to_string(applied.status) + " " + applied.error + applied.body);
+    }
+    names.push_back(name);
+  }
+  for (const auto& name : names) {
+    nlohmann::json last;
+    bool ok = Eventually(
+        [&] {
+          KubeResponse got = client.Get(CrdPath(name));
+          if (got.status != 200) return false;
+          last = got.Json();
+          return Established(last);
+        },
+        timeout);
+    if (!ok) {
+      throw std::runtime_error(
+          "CRD " + name + " not Established after " + std::to_string(timeout.count()) +
+          " ms; status: " + last.value("status", nlohmann::json::object()).dump());
+    }
+  }
+}
+
+std::string TestCrdDir() { return SourceDir() + "/tests/controlplane/crds"; }
+
+}  // namespace ncclguard::testenv

@@ -1,0 +1,29 @@
+// Loading YAML manifests and applying them to the test API server.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_kube_client.h"
+
+namespace ncclguard::testenv {
+
+// Every non-empty document of a (multi-document) YAML file, as JSON. Plain
+// scalars become bools, numbers or null where YAML 1.2 core would; quoted
+// scalars stay strings.
+std::vector<nlohmann::json> LoadYamlDocuments(const std::string& path);
+
+// The REST path of a cluster-scoped CustomResourceDefinition.
+std::string CrdPath(const std::string& name);
+
+// Server-side applies each CRD in `path` and waits until all are Established;
+// throws with the server's answer or the last seen conditions otherwise.
+void ApplyCrds(TestKubeClient& client, const std::string& path,
+               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The CRDs under tests/controlplane/crds (PyTorchJob, MPIJob, JobSet).
+std::string TestCrdDir();
+
+}  // namespace ncclguard::testenv
