@@ -52,6 +52,12 @@ Json ResolvePlain(const std::string& s) {
     if (Json v = as_integer(body.substr(1), 8); !v.is_null()) return v;
   } else if (!body.empty() && body.find_first_not_of("0123456789") == std::string_view::npos) {
     if (Json v = as_integer(body, 10); !v.is_null()) return v;
+  } else if (!body.empty() && body.front() != '_' &&
+             body.find_first_not_of("0123456789_") == std::string_view::npos) {
+    // YAML 1.1 digit grouping ("1_000"), which Kubernetes' reader accepts.
+    std::string digits(body);
+    std::erase(digits, '_');
+    if (Json v = as_integer(digits, 10); !v.is_null()) return v;
   }
   if (IsOneOf(s, {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"})) {
     return std::numeric_limits<double>::infinity();

@@ -158,9 +158,11 @@ TEST(CliBadInput, ExitsTwoWithOneLineReasonAndNothingOnStdout) {
       {"deep-yaml", "a: " + std::string(50000, '[') + std::string(50000, ']'), "line 1"},
       {"bad-json", "{\"apiVersion\": \"v1\",", "not valid JSON"},
       {"huge-count",
-       "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: c\n    resources: {limits: {nvidia.com/gpu: 99999999999999}}\n",
+       "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: c\n    resources: {limits: "
+       "{nvidia.com/gpu: 99999999999999}}\n",
        "99999999999999 is out of range"},
-      {"binary", std::string("\x00\x01\x02\xff\xfe", 5), "document 1: expected a Kubernetes object"},
+      {"binary", std::string("\x00\x01\x02\xff\xfe", 5),
+       "document 1: expected a Kubernetes object"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

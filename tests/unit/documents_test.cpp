@@ -36,6 +36,7 @@ empty:
 text: p5.48xlarge
 caret: ^lo,docker
 version: 1.10.0
+grouped: 1_000
 )")
                        .documents.at(0);
   EXPECT_EQ(doc["quoted"], "8");
@@ -52,6 +53,7 @@ version: 1.10.0
   EXPECT_EQ(doc["text"], "p5.48xlarge");
   EXPECT_EQ(doc["caret"], "^lo,docker");
   EXPECT_EQ(doc["version"], "1.10.0");
+  EXPECT_EQ(doc["grouped"], 1000);
 }
 
 TEST(Documents, YamlRoundTripKeepsTypesAndKeyOrder) {
@@ -130,8 +132,10 @@ TEST(Documents, RejectsHostileNestingWithoutCrashing) {
 }
 
 TEST(Documents, StringsThatLookLikeOtherTypesAreQuotedOnOutput) {
-  const Json doc = {{"a", "yes"},  {"b", "12"}, {"c", "null"},
-                    {"d", "0x10"}, {"e", ""},   {"f", "1.5"}};
+  const Json doc = {{"a", "yes"},   {"b", "12"},     {"c", "null"},        {"d", "0x10"},
+                    {"e", ""},      {"f", "1.5"},    {"g", "1_000"},       {"h", "0644"},
+                    {"i", "- x"},   {"j", "a: b"},   {"k", "#x"},          {"l", "trailing "},
+                    {"m", "tab\t"}, {"n", "*alias"}, {"o", "multi\nline"}, {"p", "ends\n\n"}};
   const auto reread = ParseDocuments(core::ToYaml(doc)).documents.at(0);
   EXPECT_EQ(reread, doc);
 }

@@ -8,6 +8,7 @@
 
 #include "core/documents.h"
 #include "core/errors.h"
+#include "core/guide.h"
 #include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
@@ -65,7 +66,8 @@ void ExpectInvariants(const Json& original) {
   EXPECT_EQ(before, after);
   // Every finding links an existing guide section and names a path that exists.
   for (const auto& f : first.findings) {
-    EXPECT_NE(f.guide.find('#'), std::string::npos);
+    ASSERT_NE(f.guide.find('#'), std::string::npos);
+    EXPECT_TRUE(core::IsGuideSlug(f.guide.substr(f.guide.find('#') + 1))) << f.guide;
     EXPECT_FALSE(f.message.empty());
     EXPECT_TRUE(first.fixed.contains(core::JsonPointer(f.path)) ||
                 first.fixed.contains(core::JsonPointer(f.path).parent_pointer()))
