@@ -13,7 +13,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 if [ ! -x "$ncclguard" ]; then
   say "Building ncclguard (first run only)"
   "$root/scripts/bootstrap.sh"
-  "$root/scripts/build.sh" >&2
+  "$root/scripts/build.sh" ncclguard >&2
 fi
 
 say "1. Lint a p5.48xlarge PyTorchJob written the usual way: no EFA devices, no IPC_LOCK, no /dev/shm"
