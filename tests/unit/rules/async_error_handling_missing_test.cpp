@@ -84,9 +84,7 @@ TEST(AsyncErrorHandlingMissing, FixIsIdempotent) {
 }
 
 TEST(AsyncErrorHandlingMissing, KeepsAUserValue) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), kVar, "0");
-  const core::Evaluation result = Check(pod);
+  const core::Evaluation result = CheckPodEnv(kVar, "0");
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
@@ -146,7 +144,7 @@ TEST(AsyncErrorHandlingMissing, LeavesAContainerWithEnvFromAlone) {
 
 TEST(AsyncErrorHandlingMissing, LeavesCpuContainersAlone) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  AddCpuSidecar(pod);
   EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
 }
 

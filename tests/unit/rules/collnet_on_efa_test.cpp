@@ -8,9 +8,7 @@ namespace {
 constexpr const char* kRule = "collnet-on-efa";
 
 TEST(CollnetOnEfa, WarnsWhenCollnetIsEnabledOnAnEfaPod) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "NCCL_COLLNET_ENABLE", "1");
-  const core::Evaluation result = Check(pod);
+  const core::Evaluation result = CheckPodEnv("NCCL_COLLNET_ENABLE", "1");
 
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
@@ -46,9 +44,7 @@ spec:
 }
 
 TEST(CollnetOnEfa, IgnoresCollnetDisabled) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "NCCL_COLLNET_ENABLE", "0");
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_COLLNET_ENABLE", "0"), kRule).empty());
 }
 
 TEST(CollnetOnEfa, DoesNotFireOnACompliantPod) {

@@ -90,7 +90,7 @@ TEST(DevShmMissing, AcceptsAnExistingMountWithATrailingSlash) {
 
 TEST(DevShmMissing, LeavesCpuContainersAlone) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());

@@ -66,9 +66,7 @@ TEST(EfaCountMismatch, IgnoresAnInstanceTypeOutsideTheCatalog) {
 
 TEST(EfaCountMismatch, IgnoresEfaOnACpuContainer) {
   core::Json pod = CompliantPod();
-  core::Json sidecar{{"name", "sidecar"}, {"image", "busybox:1.36"}};
-  SetResource(sidecar, kEfaKey, 1);
-  pod["spec"]["containers"].push_back(sidecar);
+  SetResource(AddCpuSidecar(pod), kEfaKey, 1);
   const core::Evaluation result = Check(pod);
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
 }

@@ -77,9 +77,7 @@ TEST(EfaEnvMissing, CreatesTheEnvListWhenTheContainerHasNone) {
 }
 
 TEST(EfaEnvMissing, NeverOverridesAUserFiProvider) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "FI_PROVIDER", "tcp");
-  const core::Evaluation result = Check(pod);
+  const core::Evaluation result = CheckPodEnv("FI_PROVIDER", "tcp");
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
   EXPECT_EQ(EnvValue(result.fixed, "FI_PROVIDER"), "tcp");
@@ -136,7 +134,7 @@ TEST(EfaEnvMissing, LeavesAContainerWithEnvFromAlone) {
 
 TEST(EfaEnvMissing, LeavesCpuContainersOfAnEfaPodAlone) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());

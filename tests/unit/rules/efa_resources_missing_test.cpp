@@ -18,25 +18,12 @@ core::Json PodWithoutEfa(const std::string& instance_type = "p5.48xlarge", int g
   return pod;
 }
 
-const char* kNodeAffinityOneValue = R"(
-nodeAffinity:
-  requiredDuringSchedulingIgnoredDuringExecution:
-    nodeSelectorTerms:
-      - matchExpressions:
-          - key: node.kubernetes.io/instance-type
-            operator: In
-            values: [p5.48xlarge]
-)";
-
-const char* kNodeAffinityTwoValues = R"(
-nodeAffinity:
-  requiredDuringSchedulingIgnoredDuringExecution:
-    nodeSelectorTerms:
-      - matchExpressions:
-          - key: node.kubernetes.io/instance-type
-            operator: In
-            values: [p5.48xlarge, p4d.24xlarge]
-)";
+// Without a nodeSelector, the instance type comes from the policy or node affinity, if at all.
+core::Json PodWithoutEfaOrNodeSelector() {
+  core::Json pod = PodWithoutEfa();
+  pod["spec"].erase("nodeSelector");
+  return pod;
+}
 
 TEST(EfaResourcesMissing, AddsThirtyTwoEfaToEightGpuContainerOnP5) {
   const core::Evaluation result = Check(PodWithoutEfa());
@@ -115,8 +102,7 @@ TEST(EfaResourcesMissing, LeavesAnExplicitZeroForEfaCountMismatchToDeny) {
 }
 
 TEST(EfaResourcesMissing, DoesNotFixWithoutInstanceTypeAndInstanceTypeUnknownWarns) {
-  core::Json pod = PodWithoutEfa();
-  pod["spec"].erase("nodeSelector");
+  core::Json pod = PodWithoutEfaOrNodeSelector();
   const core::Evaluation result = Check(pod);
 
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
@@ -133,8 +119,7 @@ TEST(EfaResourcesMissing, DoesNotFixOnAnInstanceTypeOutsideTheCatalog) {
 }
 
 TEST(EfaResourcesMissing, UsesThePolicyDefaultInstanceType) {
-  core::Json pod = PodWithoutEfa();
-  pod["spec"].erase("nodeSelector");
+  core::Json pod = PodWithoutEfaOrNodeSelector();
   const core::Policy policy = core::ParsePolicy("defaultInstanceType: p5.48xlarge");
   const core::Evaluation result = Check(pod, policy);
 
@@ -155,9 +140,11 @@ instanceTypes:
 }
 
 TEST(EfaResourcesMissing, ReadsTheInstanceTypeFromRequiredNodeAffinityWithOneValue) {
-  core::Json pod = PodWithoutEfa();
-  pod["spec"].erase("nodeSelector");
-  pod["spec"]["affinity"] = Yaml(kNodeAffinityOneValue);
+  core::Json pod = PodWithoutEfaOrNodeSelector();
+  pod["spec"]["affinity"] = RequiredNodeAffinity(R"(
+      - matchExpressions:
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
+)");
   const core::Evaluation result = Check(pod);
 
   EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
@@ -165,9 +152,11 @@ TEST(EfaResourcesMissing, ReadsTheInstanceTypeFromRequiredNodeAffinityWithOneVal
 }
 
 TEST(EfaResourcesMissing, DoesNotGuessBetweenTwoNodeAffinityValues) {
-  core::Json pod = PodWithoutEfa();
-  pod["spec"].erase("nodeSelector");
-  pod["spec"]["affinity"] = Yaml(kNodeAffinityTwoValues);
+  core::Json pod = PodWithoutEfaOrNodeSelector();
+  pod["spec"]["affinity"] = RequiredNodeAffinity(R"(
+      - matchExpressions:
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge, p4d.24xlarge]}
+)");
   const core::Evaluation result = Check(pod);
 
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
@@ -177,8 +166,7 @@ TEST(EfaResourcesMissing, DoesNotGuessBetweenTwoNodeAffinityValues) {
 
 TEST(EfaResourcesMissing, LeavesCpuContainersOnAnEfaInstanceAlone) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{
-      {"name", "sidecar"}, {"image", "busybox:1.36"}, {"resources", core::Json::object()}});
+  AddCpuSidecar(pod)["resources"] = core::Json::object();
   const core::Evaluation result = Check(pod);
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());

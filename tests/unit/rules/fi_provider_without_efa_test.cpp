@@ -15,9 +15,7 @@ core::Json PodWithoutEfa() {
 
 TEST(FiProviderWithoutEfa, DeniesACpuContainerThatSetsFiProviderEfa) {
   core::Json pod = CompliantPod();
-  core::Json sidecar{{"name", "sidecar"}, {"image", "busybox:1.36"}};
-  SetEnv(sidecar, "FI_PROVIDER", "efa");
-  pod["spec"]["containers"].push_back(sidecar);
+  SetEnv(AddCpuSidecar(pod), "FI_PROVIDER", "efa");
   const core::Evaluation result = Check(pod);
 
   const auto findings = FindingsOf(result, kRule);

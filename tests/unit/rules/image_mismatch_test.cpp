@@ -7,29 +7,12 @@ namespace {
 
 constexpr const char* kRule = "image-mismatch";
 
-constexpr const char* kPyTorchJob = R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: llama, namespace: ml}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-    Worker:
-      replicas: 3
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)";
 constexpr const char* kMaster = "/spec/pytorchReplicaSpecs/Master/template/spec/containers/0";
 constexpr const char* kWorkerImage =
     "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/image";
 
 core::Json JobWithWorkerImage(const std::string& image) {
-  core::Json job = Yaml(kPyTorchJob);
+  core::Json job = PyTorchJob(3);
   job[core::JsonPointer(kWorkerImage)] = image;
   return job;
 }
@@ -50,7 +33,7 @@ TEST(ImageMismatch, DeniesDifferentImagesInMasterAndWorker) {
 }
 
 TEST(ImageMismatch, AcceptsTheSameImageEverywhere) {
-  EXPECT_TRUE(FindingsOf(Check(Yaml(kPyTorchJob)), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kRule).empty());
 }
 
 TEST(ImageMismatch, ComparesTheConventionalPytorchContainerOfACpuMaster) {
@@ -65,7 +48,7 @@ TEST(ImageMismatch, ComparesTheConventionalPytorchContainerOfACpuMaster) {
 }
 
 TEST(ImageMismatch, ComparesTheGpuContainerNotSidecars) {
-  core::Json job = Yaml(kPyTorchJob);
+  core::Json job = PyTorchJob(3);
   job[core::JsonPointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers")].insert(
       job[core::JsonPointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers")].begin(),
       core::Json{{"name", "log-agent"}, {"image", "fluent-bit:3.0"}});
@@ -74,24 +57,7 @@ TEST(ImageMismatch, ComparesTheGpuContainerNotSidecars) {
 }
 
 TEST(ImageMismatch, AllowsAnMpiLauncherWithoutGpusOnAnotherImage) {
-  const core::Evaluation result = Check(Yaml(R"(
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {name: nccl-tests, namespace: ml}
-spec:
-  slotsPerWorker: 8
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: launcher, image: mpi-launcher:1.0}]
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers: [{name: worker, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)"));
+  const core::Evaluation result = Check(MpiJob("mpi-launcher:1.0"));
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
 }
 

@@ -13,12 +13,11 @@ core::Json PodWithoutInstanceType() {
   return pod;
 }
 
-// A required nodeAffinity with the given nodeSelectorTerms (YAML list items, indented 6).
-core::Json Affinity(const std::string& yaml_terms) {
-  return Yaml(
-      "nodeAffinity:\n  requiredDuringSchedulingIgnoredDuringExecution:\n"
-      "    nodeSelectorTerms:\n" +
-      yaml_terms);
+// The pod without nodeSelector, with a RequiredNodeAffinity of `yaml_terms`.
+core::Json PodWithNodeAffinity(const std::string& yaml_terms) {
+  core::Json pod = PodWithoutInstanceType();
+  pod["spec"]["affinity"] = RequiredNodeAffinity(yaml_terms);
+  return pod;
 }
 
 TEST(InstanceTypeUnknown, WarnsForAGpuPodWithoutInstanceType) {
@@ -94,8 +93,7 @@ TEST(InstanceTypeUnknown, IsSilencedByThePolicyDefault) {
 }
 
 TEST(InstanceTypeUnknown, ReadsASingleValueFromRequiredNodeAffinity) {
-  core::Json pod = PodWithoutInstanceType();
-  pod["spec"]["affinity"] = Affinity(R"(
+  const core::Json pod = PodWithNodeAffinity(R"(
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
 )");
@@ -104,8 +102,7 @@ TEST(InstanceTypeUnknown, ReadsASingleValueFromRequiredNodeAffinity) {
 }
 
 TEST(InstanceTypeUnknown, AcceptsTwoTermsThatPinTheSameType) {
-  core::Json pod = PodWithoutInstanceType();
-  pod["spec"]["affinity"] = Affinity(R"(
+  const core::Json pod = PodWithNodeAffinity(R"(
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
       - matchExpressions:
@@ -115,8 +112,7 @@ TEST(InstanceTypeUnknown, AcceptsTwoTermsThatPinTheSameType) {
 }
 
 TEST(InstanceTypeUnknown, WarnsWhenNodeAffinityAllowsTwoTypes) {
-  core::Json pod = PodWithoutInstanceType();
-  pod["spec"]["affinity"] = Affinity(R"(
+  const core::Json pod = PodWithNodeAffinity(R"(
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge, p4d.24xlarge]}
 )");
@@ -124,8 +120,7 @@ TEST(InstanceTypeUnknown, WarnsWhenNodeAffinityAllowsTwoTypes) {
 }
 
 TEST(InstanceTypeUnknown, WarnsWhenOredTermsPinDifferentTypes) {
-  core::Json pod = PodWithoutInstanceType();
-  pod["spec"]["affinity"] = Affinity(R"(
+  const core::Json pod = PodWithNodeAffinity(R"(
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
       - matchExpressions:
@@ -135,8 +130,7 @@ TEST(InstanceTypeUnknown, WarnsWhenOredTermsPinDifferentTypes) {
 }
 
 TEST(InstanceTypeUnknown, WarnsForANotInExpression) {
-  core::Json pod = PodWithoutInstanceType();
-  pod["spec"]["affinity"] = Affinity(R"(
+  const core::Json pod = PodWithNodeAffinity(R"(
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: NotIn, values: [p4d.24xlarge]}
 )");

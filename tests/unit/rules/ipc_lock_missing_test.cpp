@@ -71,7 +71,7 @@ TEST(IpcLockMissing, SkipsAPrivilegedContainer) {
 
 TEST(IpcLockMissing, LeavesCpuContainersOfAnEfaPodAlone) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
 }

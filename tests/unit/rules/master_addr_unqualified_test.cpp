@@ -7,39 +7,16 @@ namespace {
 
 constexpr const char* kRule = "master-addr-unqualified";
 
-core::Evaluation CheckPodMasterAddr(const std::string& value,
-                                    const core::Policy& policy = core::Policy::Defaults()) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "MASTER_ADDR", value);
-  return Check(pod, policy);
-}
-
 // A two-pod PyTorchJob whose Worker sets MASTER_ADDR.
 core::Json TwoPodJob(const std::string& master_addr) {
-  core::Json job = Yaml(R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: llama, namespace: ml}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)");
+  core::Json job = PyTorchJob(1);
   SetEnv(job.at(core::JsonPointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0")),
          "MASTER_ADDR", master_addr);
   return job;
 }
 
 TEST(MasterAddrUnqualified, WarnsForABareName) {
-  const core::Evaluation result = CheckPodMasterAddr("master");
+  const core::Evaluation result = CheckPodEnv("MASTER_ADDR", "master");
 
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
@@ -54,28 +31,28 @@ TEST(MasterAddrUnqualified, WarnsForABareName) {
 }
 
 TEST(MasterAddrUnqualified, WarnsForAPartiallyQualifiedName) {
-  EXPECT_EQ(FindingsOf(CheckPodMasterAddr("llama-master-0.llama.ml"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckPodEnv("MASTER_ADDR", "llama-master-0.llama.ml"), kRule).size(), 1u);
 }
 
 TEST(MasterAddrUnqualified, AcceptsAFullyQualifiedName) {
   for (const char* value : {"llama-master-0.llama.ml.svc.cluster.local",
                             "llama-master-0.llama.ml.svc.cluster.local."}) {
-    EXPECT_TRUE(FindingsOf(CheckPodMasterAddr(value), kRule).empty()) << value;
+    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kRule).empty()) << value;
   }
 }
 
 TEST(MasterAddrUnqualified, AcceptsIpAddresses) {
   for (const char* value : {"10.0.12.7", "fd00::1"}) {
-    EXPECT_TRUE(FindingsOf(CheckPodMasterAddr(value), kRule).empty()) << value;
+    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kRule).empty()) << value;
   }
 }
 
 TEST(MasterAddrUnqualified, SkipsVariableReferences) {
-  EXPECT_TRUE(FindingsOf(CheckPodMasterAddr("$(MASTER_HOST)"), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", "$(MASTER_HOST)"), kRule).empty());
 }
 
 TEST(MasterAddrUnqualified, AcceptsLocalhostInASinglePod) {
-  EXPECT_TRUE(FindingsOf(CheckPodMasterAddr("localhost"), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", "localhost"), kRule).empty());
 }
 
 TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
@@ -89,9 +66,10 @@ TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
 TEST(MasterAddrUnqualified, UsesThePolicyClusterDomain) {
   const core::Policy policy = core::ParsePolicy("clusterDomain: corp.internal");
   EXPECT_TRUE(
-      FindingsOf(CheckPodMasterAddr("m-0.llama.ml.svc.corp.internal", policy), kRule).empty());
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.corp.internal", policy), kRule)
+          .empty());
   const auto findings =
-      FindingsOf(CheckPodMasterAddr("m-0.llama.ml.svc.cluster.local", policy), kRule);
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.cluster.local", policy), kRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "<namespace>.svc.corp.internal"));
 }

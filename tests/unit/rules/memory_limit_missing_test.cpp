@@ -39,7 +39,7 @@ spec:
 
 TEST(MemoryLimitMissing, IgnoresCpuContainers) {
   core::Json pod = CompliantPod();
-  pod["spec"]["containers"].push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  AddCpuSidecar(pod);
   EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
 }
 

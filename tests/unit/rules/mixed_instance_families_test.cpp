@@ -7,32 +7,12 @@ namespace {
 
 constexpr const char* kRule = "mixed-instance-families";
 
-constexpr const char* kPyTorchJob = R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: llama, namespace: ml}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-    Worker:
-      replicas: 3
-      template:
-        spec:
-          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)";
 constexpr const char* kMasterSpec = "/spec/pytorchReplicaSpecs/Master/template/spec";
 constexpr const char* kWorkerSpec = "/spec/pytorchReplicaSpecs/Worker/template/spec";
 
 core::Json JobOn(const std::string& master_type, const std::string& worker_type) {
-  core::Json job = Yaml(kPyTorchJob);
+  core::Json job = PyTorchJob(3, worker_type);
   job[core::JsonPointer(kMasterSpec)]["nodeSelector"][kInstanceTypeKey] = master_type;
-  job[core::JsonPointer(kWorkerSpec)]["nodeSelector"][kInstanceTypeKey] = worker_type;
   return job;
 }
 

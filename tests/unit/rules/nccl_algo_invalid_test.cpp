@@ -7,14 +7,8 @@ namespace {
 
 constexpr const char* kRule = "nccl-algo-invalid";
 
-core::Evaluation CheckAlgo(const std::string& value) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "NCCL_ALGO", value);
-  return Check(pod);
-}
-
 TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
-  const core::Evaluation result = CheckAlgo("Ring,Fast");
+  const core::Evaluation result = CheckPodEnv("NCCL_ALGO", "Ring,Fast");
 
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
@@ -31,7 +25,8 @@ TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
 }
 
 TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithmInAPerCollectiveList) {
-  const auto findings = FindingsOf(CheckAlgo("allreduce:tree;allgather:fast"), kRule);
+  const auto findings =
+      FindingsOf(CheckPodEnv("NCCL_ALGO", "allreduce:tree;allgather:fast"), kRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "unknown algorithm \"fast\""));
 }
@@ -39,14 +34,14 @@ TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithmInAPerCollectiveList) {
 TEST(NcclAlgoInvalid, AcceptsKnownAlgorithmsInAnyCase) {
   for (const char* value : {"ring,tree", "Ring", "^NVLS,CollnetDirect",
                             "Ring,Tree,CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT", "nvlstree"}) {
-    const core::Evaluation result = CheckAlgo(value);
+    const core::Evaluation result = CheckPodEnv("NCCL_ALGO", value);
     EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
 TEST(NcclAlgoInvalid, AcceptsPerCollectiveLists) {
   for (const char* value : {"allreduce:tree;allgather:ring", "allreduce:^nvls,collnetdirect"}) {
-    const core::Evaluation result = CheckAlgo(value);
+    const core::Evaluation result = CheckPodEnv("NCCL_ALGO", value);
     EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
   }
 }
@@ -54,12 +49,12 @@ TEST(NcclAlgoInvalid, AcceptsPerCollectiveLists) {
 // NCCL's parseList lets the first list go without a prefix; this is its own documented example.
 TEST(NcclAlgoInvalid, AcceptsAPrefixlessFirstListBeforePerCollectiveLists) {
   const core::Evaluation result =
-      CheckAlgo("ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring");
+      CheckPodEnv("NCCL_ALGO", "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring");
   EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
 }
 
 TEST(NcclAlgoInvalid, IgnoresAnEmptyValue) {
-  EXPECT_TRUE(FindingsOf(CheckAlgo(""), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_ALGO", ""), kRule).empty());
 }
 
 TEST(NcclAlgoInvalid, DoesNotFireOnACompliantPod) {

@@ -21,9 +21,7 @@ constexpr Case kCases[] = {
 TEST(NcclEnvDeprecated, WarnsForEachDeprecatedNameAndNamesItsReplacement) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.old_name);
-    core::Json pod = CompliantPod();
-    SetEnv(ContainerOf(pod), c.old_name, "4");
-    const core::Evaluation result = Check(pod);
+    const core::Evaluation result = CheckPodEnv(c.old_name, "4");
 
     const auto findings = FindingsOf(result, kRule);
     ASSERT_EQ(findings.size(), 1u) << Dump(result);

@@ -7,14 +7,8 @@ namespace {
 
 constexpr const char* kRule = "nccl-proto-invalid";
 
-core::Evaluation CheckProto(const std::string& value) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "NCCL_PROTO", value);
-  return Check(pod);
-}
-
 TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
-  const core::Evaluation result = CheckProto("fast");
+  const core::Evaluation result = CheckPodEnv("NCCL_PROTO", "fast");
 
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
@@ -30,23 +24,23 @@ TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
 }
 
 TEST(NcclProtoInvalid, ReportsOnlyTheFirstUnknownToken) {
-  const auto findings = FindingsOf(CheckProto("LL,Fast,Slow"), kRule);
+  const auto findings = FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,Fast,Slow"), kRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "unknown protocol \"Fast\""));
 }
 
 TEST(NcclProtoInvalid, DeniesAnEmptyEntry) {
-  EXPECT_EQ(FindingsOf(CheckProto("LL,,Simple"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,,Simple"), kRule).size(), 1u);
 }
 
 TEST(NcclProtoInvalid, DeniesAnExclusionMarkAlone) {
-  EXPECT_EQ(FindingsOf(CheckProto("^"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "^"), kRule).size(), 1u);
 }
 
 TEST(NcclProtoInvalid, AcceptsKnownProtocols) {
   // NCCL compares protocol names case-insensitively, so "simple" is valid.
   for (const char* value : {"^LL128", "LL,Simple", "simple", "LL128", "^LL,LL128"}) {
-    const core::Evaluation result = CheckProto(value);
+    const core::Evaluation result = CheckPodEnv("NCCL_PROTO", value);
     EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
   }
 }
@@ -55,13 +49,13 @@ TEST(NcclProtoInvalid, AcceptsKnownProtocols) {
 // NCCL's own source.
 TEST(NcclProtoInvalid, AcceptsPerCollectiveLists) {
   for (const char* value : {"LL,Simple;allreduce:^LL", "^LL128;allreduce:LL128"}) {
-    const core::Evaluation result = CheckProto(value);
+    const core::Evaluation result = CheckPodEnv("NCCL_PROTO", value);
     EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
 TEST(NcclProtoInvalid, IgnoresAnEmptyValue) {
-  EXPECT_TRUE(FindingsOf(CheckProto(""), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_PROTO", ""), kRule).empty());
 }
 
 TEST(NcclProtoInvalid, DoesNotFireOnACompliantPod) {

@@ -1,10 +1,11 @@
 #pragma once
 
-// Small helpers shared by the per-rule tests: edit a manifest one field at a time, build the
-// expected RFC 6902 operations, and check findings with readable failure messages.
+// Small helpers shared by the per-rule tests: build the shared manifests, edit them one field at a
+// time, build the expected RFC 6902 operations, and check findings with readable failure messages.
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,72 @@ inline void SetResource(core::Json& container, const char* resource, const core:
 inline void RemoveResource(core::Json& container, const char* resource) {
   container["resources"]["requests"].erase(resource);
   container["resources"]["limits"].erase(resource);
+}
+
+// Evaluates the compliant pod with env `name` set on its GPU container.
+inline core::Evaluation CheckPodEnv(const std::string& name, const std::string& value,
+                                    const core::Policy& policy = core::Policy::Defaults()) {
+  core::Json pod = CompliantPod();
+  SetEnv(ContainerOf(pod), name, value);
+  return Check(pod, policy);
+}
+
+// Appends a CPU container "sidecar" (busybox, no resources) to a bare Pod and returns it, for
+// tests that GPU and EFA rules leave it alone.
+inline core::Json& AddCpuSidecar(core::Json& pod) {
+  core::Json& containers = pod["spec"]["containers"];
+  containers.push_back(core::Json{{"name", "sidecar"}, {"image", "busybox:1.36"}});
+  return containers.back();
+}
+
+// A container `name` running train:1.0 with a limit of 8 GPUs.
+inline core::Json TrainContainer(const std::string& name) {
+  core::Json container = {{"name", name}, {"image", "train:1.0"}};
+  container["resources"]["limits"][kGpuKey] = 8;
+  return container;
+}
+
+// A replica spec of a Kubeflow job: `replicas` pods of `pod_spec`.
+inline core::Json ReplicaSpec(int replicas, const core::Json& pod_spec) {
+  return core::Json{{"replicas", replicas}, {"template", {{"spec", pod_spec}}}};
+}
+
+// A PyTorchJob "llama" in namespace ml: one Master and `worker_replicas` Workers, each pod one
+// TrainContainer "pytorch", with a nodeSelector when `instance_type` is given.
+inline core::Json PyTorchJob(int worker_replicas,
+                             const std::optional<std::string>& instance_type = std::nullopt) {
+  core::Json pod_spec = core::Json::object();
+  if (instance_type) pod_spec["nodeSelector"][kInstanceTypeKey] = *instance_type;
+  pod_spec["containers"] = core::Json::array({TrainContainer("pytorch")});
+  core::Json job = {{"apiVersion", "kubeflow.org/v1"},
+                    {"kind", "PyTorchJob"},
+                    {"metadata", {{"name", "llama"}, {"namespace", "ml"}}}};
+  job["spec"]["pytorchReplicaSpecs"]["Master"] = ReplicaSpec(1, pod_spec);
+  job["spec"]["pytorchReplicaSpecs"]["Worker"] = ReplicaSpec(worker_replicas, pod_spec);
+  return job;
+}
+
+// An MPIJob "nccl-tests" in namespace ml with 8 slots per worker: one Launcher, a CPU container
+// "launcher" on `launcher_image`, and 2 Workers, each one TrainContainer "worker".
+inline core::Json MpiJob(const std::string& launcher_image = "train:1.0") {
+  const core::Json launcher = {{"name", "launcher"}, {"image", launcher_image}};
+  core::Json job = {{"apiVersion", "kubeflow.org/v2beta1"},
+                    {"kind", "MPIJob"},
+                    {"metadata", {{"name", "nccl-tests"}, {"namespace", "ml"}}}};
+  job["spec"]["slotsPerWorker"] = 8;
+  job["spec"]["mpiReplicaSpecs"]["Launcher"] =
+      ReplicaSpec(1, {{"containers", core::Json::array({launcher})}});
+  job["spec"]["mpiReplicaSpecs"]["Worker"] =
+      ReplicaSpec(2, {{"containers", core::Json::array({TrainContainer("worker")})}});
+  return job;
+}
+
+// A required nodeAffinity with the given nodeSelectorTerms (YAML list items, indented 6).
+inline core::Json RequiredNodeAffinity(const std::string& yaml_terms) {
+  return Yaml(
+      "nodeAffinity:\n  requiredDuringSchedulingIgnoredDuringExecution:\n"
+      "    nodeSelectorTerms:\n" +
+      yaml_terms);
 }
 
 // The RFC 6902 operation the fix rules emit.

@@ -7,46 +7,12 @@ namespace {
 
 constexpr const char* kRule = "world-size-mismatch";
 
-// Master 1 + Worker 3 replicas of 8 GPUs: 4 pods, 32 GPU ranks.
-constexpr const char* kPyTorchJob = R"(
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: llama, namespace: ml}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-    Worker:
-      replicas: 3
-      template:
-        spec:
-          containers: [{name: pytorch, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)";
+// The Worker container of PyTorchJob(3): Master 1 + Worker 3 replicas of 8 GPUs, so 4 pods
+// and 32 GPU ranks.
 constexpr const char* kPyTorchWorker =
     "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0";
 
-// A CPU launcher and 2 workers of 8 GPUs with 8 slots each.
-constexpr const char* kMpiJob = R"(
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {name: nccl-tests, namespace: ml}
-spec:
-  slotsPerWorker: 8
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          containers: [{name: launcher, image: train:1.0}]
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers: [{name: worker, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
-)";
+// The Launcher container of MpiJob(): a CPU launcher and 2 workers of 8 GPUs with 8 slots each.
 constexpr const char* kMpiLauncher = "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0";
 
 // An Indexed Job of 4 completions of 8 GPUs.
@@ -85,19 +51,17 @@ spec:
 constexpr const char* kJobSetContainer =
     "/spec/replicatedJobs/0/template/spec/template/spec/containers/0";
 
-core::Json WithWorldSize(const char* manifest, const char* container,
-                         const std::string& world_size) {
-  core::Json job = Yaml(manifest);
+core::Json WithWorldSize(core::Json job, const char* container, const std::string& world_size) {
   SetEnv(job.at(core::JsonPointer(container)), "WORLD_SIZE", world_size);
   return job;
 }
 
-std::size_t Denials(const char* manifest, const char* container, const std::string& world_size) {
-  return FindingsOf(Check(WithWorldSize(manifest, container, world_size)), kRule).size();
+std::size_t Denials(const core::Json& job, const char* container, const std::string& world_size) {
+  return FindingsOf(Check(WithWorldSize(job, container, world_size)), kRule).size();
 }
 
 TEST(WorldSizeMismatch, DeniesAPyTorchJobWorldSizeThatMatchesNeitherPodsNorGpus) {
-  const core::Evaluation result = Check(WithWorldSize(kPyTorchJob, kPyTorchWorker, "16"));
+  const core::Evaluation result = Check(WithWorldSize(PyTorchJob(3), kPyTorchWorker, "16"));
 
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
@@ -113,30 +77,30 @@ TEST(WorldSizeMismatch, DeniesAPyTorchJobWorldSizeThatMatchesNeitherPodsNorGpus)
 }
 
 TEST(WorldSizeMismatch, AcceptsPodsOrGpuRanksForAPyTorchJob) {
-  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "4"), 0u);
-  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "32"), 0u);
+  EXPECT_EQ(Denials(PyTorchJob(3), kPyTorchWorker, "4"), 0u);
+  EXPECT_EQ(Denials(PyTorchJob(3), kPyTorchWorker, "32"), 0u);
 }
 
 TEST(WorldSizeMismatch, DeniesANonNumber) {
-  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "abc"), 1u);
+  EXPECT_EQ(Denials(PyTorchJob(3), kPyTorchWorker, "abc"), 1u);
 }
 
 TEST(WorldSizeMismatch, SkipsAVariableReference) {
-  EXPECT_EQ(Denials(kPyTorchJob, kPyTorchWorker, "$(N)"), 0u);
+  EXPECT_EQ(Denials(PyTorchJob(3), kPyTorchWorker, "$(N)"), 0u);
 }
 
 TEST(WorldSizeMismatch, AcceptsPodsTimesNprocPerNode) {
-  core::Json job = WithWorldSize(kPyTorchJob, kPyTorchWorker, "8");
+  core::Json job = WithWorldSize(PyTorchJob(3), kPyTorchWorker, "8");
   EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
   job["spec"]["nprocPerNode"] = 2;
   EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
 }
 
 TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
-  EXPECT_EQ(Denials(kMpiJob, kMpiLauncher, "2"), 0u);
-  EXPECT_EQ(Denials(kMpiJob, kMpiLauncher, "16"), 0u);
+  EXPECT_EQ(Denials(MpiJob(), kMpiLauncher, "2"), 0u);
+  EXPECT_EQ(Denials(MpiJob(), kMpiLauncher, "16"), 0u);
 
-  const core::Evaluation result = Check(WithWorldSize(kMpiJob, kMpiLauncher, "3"));
+  const core::Evaluation result = Check(WithWorldSize(MpiJob(), kMpiLauncher, "3"));
   const auto findings = FindingsOf(result, kRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path, std::string(kMpiLauncher) + "/env/0");
@@ -145,24 +109,24 @@ TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
 }
 
 TEST(WorldSizeMismatch, AcceptsWorkersTimesSlotsPerWorker) {
-  core::Json job = WithWorldSize(kMpiJob, kMpiLauncher, "8");
+  core::Json job = WithWorldSize(MpiJob(), kMpiLauncher, "8");
   EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
   job["spec"]["slotsPerWorker"] = 4;
   EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
 }
 
 TEST(WorldSizeMismatch, UsesCompletionsOfAnIndexedJob) {
-  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "4"), 0u);
-  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "32"), 0u);
-  EXPECT_EQ(Denials(kIndexedJob, kJobContainer, "8"), 1u);
+  EXPECT_EQ(Denials(Yaml(kIndexedJob), kJobContainer, "4"), 0u);
+  EXPECT_EQ(Denials(Yaml(kIndexedJob), kJobContainer, "32"), 0u);
+  EXPECT_EQ(Denials(Yaml(kIndexedJob), kJobContainer, "8"), 1u);
 
-  core::Json job = WithWorldSize(kIndexedJob, kJobContainer, "4");
+  core::Json job = WithWorldSize(Yaml(kIndexedJob), kJobContainer, "4");
   job["spec"].erase("parallelism");  // an Indexed Job's ranks are its completion indexes
   EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
 }
 
 TEST(WorldSizeMismatch, UsesParallelismOfANonIndexedJob) {
-  core::Json job = WithWorldSize(kIndexedJob, kJobContainer, "4");
+  core::Json job = WithWorldSize(Yaml(kIndexedJob), kJobContainer, "4");
   job["spec"].erase("completionMode");
   job["spec"]["parallelism"] = 2;
   const auto findings = FindingsOf(Check(job), kRule);
@@ -171,22 +135,21 @@ TEST(WorldSizeMismatch, UsesParallelismOfANonIndexedJob) {
 }
 
 TEST(WorldSizeMismatch, MultipliesJobSetReplicasByParallelism) {
-  EXPECT_EQ(Denials(kJobSet, kJobSetContainer, "4"), 0u);
-  EXPECT_EQ(Denials(kJobSet, kJobSetContainer, "32"), 0u);
+  EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "4"), 0u);
+  EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "32"), 0u);
 
-  const auto findings = FindingsOf(Check(WithWorldSize(kJobSet, kJobSetContainer, "2")), kRule);
+  const auto findings =
+      FindingsOf(Check(WithWorldSize(Yaml(kJobSet), kJobSetContainer, "2")), kRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings.front().path, std::string(kJobSetContainer) + "/env/0");
 }
 
 TEST(WorldSizeMismatch, NeverFiresForABarePod) {
-  core::Json pod = CompliantPod();
-  SetEnv(ContainerOf(pod), "WORLD_SIZE", "99");
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("WORLD_SIZE", "99"), kRule).empty());
 }
 
 TEST(WorldSizeMismatch, DoesNotFireWithoutWorldSize) {
-  EXPECT_TRUE(FindingsOf(Check(Yaml(kPyTorchJob)), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kRule).empty());
 }
 
 }  // namespace
