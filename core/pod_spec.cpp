@@ -13,12 +13,14 @@ std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
   if (value.is_number_integer()) {
     const auto count = value.get<std::int64_t>();
     if (count < 0) throw InputError(at.to_string() + ": must not be negative");
-    if (count > kMaxCount) throw InputError(at.to_string() + ": " + value.dump() + " is out of range");
+    if (count > kMaxCount)
+      throw InputError(at.to_string() + ": " + value.dump() + " is out of range");
     return count;
   }
   if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (d >= 0 && d <= static_cast<double>(kMaxCount) && d == static_cast<double>(static_cast<std::int64_t>(d))) {
+    if (d >= 0 && d <= static_cast<double>(kMaxCount) &&
+        d == static_cast<double>(static_cast<std::int64_t>(d))) {
       return static_cast<std::int64_t>(d);
     }
   }
