@@ -19,8 +19,9 @@ std::vector<TemplateFacts> ReadAllFacts(const Json& object, const Workload& work
                                         const Policy& policy) {
   std::vector<TemplateFacts> all;
   all.reserve(workload.templates.size());
-  for (const PodTemplate& tmpl : workload.templates)
+  for (const PodTemplate& tmpl : workload.templates) {
     all.push_back(ReadTemplateFacts(object, tmpl, policy));
+  }
   return all;
 }
 
@@ -67,8 +68,7 @@ Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOpti
   std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
   for (const Rule* rule : FixRulesInOrder()) {
     const RuleInfo& info = rule->Info();
-    if (info.action != Level::Fix || !InScope(*rule, options) || !policy.RuleEnabled(info.id))
-      continue;
+    if (!InScope(*rule, options) || !policy.RuleEnabled(info.id)) continue;
     if (policy.EffectiveLevel(info.id, info.action) != Level::Fix) continue;
     for (std::size_t t = 0; t < workload->templates.size(); ++t) {
       RuleReport report(working);
