@@ -338,6 +338,18 @@ wait_until() {
 # Whether the last attempt (log output after launch_log_offset) lost a bind race.
 bind_failed() { tail -c "+$((launch_log_offset + 1))" "$1" | grep -q 'address already in use'; }
 
+# After wait_until returned `rc` for COMPONENT: 0 when it is up, 1 when its port
+# was taken (the caller retries); any other failure stops the start.
+started_or_retry() {
+  local component="$1" rc="$2" component_log="$state_dir/$1.log"
+  case $rc in
+    0) return 0 ;;
+    1) bind_failed "$component_log" && { log "$component could not bind (port taken), retrying"; return 1; }
+      fail_start "$component_log" "$component exited during startup" ;;
+    *) fail_start "$component_log" "$component not ready after ${ready_timeout}s" ;;
+  esac
+}
+
 # Ports from NCCLGUARD_CONTROLPLANE_PORTS are tried as given (no free check),
 # so a test can make the first bind fail and see start retry.
 declare -a forced_ports=()
@@ -368,12 +380,9 @@ start_etcd() {
       --unsafe-no-fsync --log-level=warn "${extra[@]}"
     rc=0
     wait_until etcd "$ready_timeout" curl -fsS --max-time 2 "http://127.0.0.1:$client/health" || rc=$?
-    case $rc in
-      0) etcd_url="http://127.0.0.1:$client"; return 0 ;;
-      1) bind_failed "$state_dir/etcd.log" && { log "etcd could not bind (port taken), retrying"; continue; }
-        fail_start "$state_dir/etcd.log" "etcd exited during startup" ;;
-      *) fail_start "$state_dir/etcd.log" "etcd not healthy after ${ready_timeout}s" ;;
-    esac
+    started_or_retry etcd "$rc" || continue
+    etcd_url="http://127.0.0.1:$client"
+    return 0
   done
   fail_start "$state_dir/etcd.log" "etcd could not bind a port in 5 attempts"
 }
@@ -404,12 +413,9 @@ start_apiserver() {
     rc=0
     wait_until kube-apiserver "$ready_timeout" curl -fsS --max-time 3 --cacert "$pki/ca.crt" \
       --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$port/readyz" || rc=$?
-    case $rc in
-      0) apiserver_url="https://127.0.0.1:$port"; return 0 ;;
-      1) bind_failed "$state_dir/kube-apiserver.log" && { log "kube-apiserver could not bind (port taken), retrying"; continue; }
-        fail_start "$state_dir/kube-apiserver.log" "kube-apiserver exited during startup" ;;
-      *) fail_start "$state_dir/kube-apiserver.log" "kube-apiserver not ready after ${ready_timeout}s" ;;
-    esac
+    started_or_retry kube-apiserver "$rc" || continue
+    apiserver_url="https://127.0.0.1:$port"
+    return 0
   done
   fail_start "$state_dir/kube-apiserver.log" "kube-apiserver could not bind a port in 5 attempts"
 }
