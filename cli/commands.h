@@ -26,6 +26,22 @@ core::Policy LoadPolicy(const PolicyOptions& options);
 int RunLint(const std::vector<std::string>& files, OutputFormat format,
             const PolicyOptions& options);
 int RunFix(const std::vector<std::string>& files, const PolicyOptions& options);
+struct WebhookOptions {
+  std::string listen = "0.0.0.0:8443";
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_min_version = "VersionTLS13";
+  std::vector<std::string> exempt_namespaces;
+  PolicyOptions policy;
+  int reload_interval_ms = 1000;
+  int drain_timeout_ms = 20000;
+  std::size_t threads = 0;  // 0: the listener's default
+  std::string log_level = "info";
+};
+
+// Serves the admission webhook until SIGTERM/SIGINT, then drains and returns 0.
+int RunWebhook(const WebhookOptions& options);
+
 int RunExplain(const std::string& id, bool all, bool markdown, const PolicyOptions& options);
 
 }  // namespace ncclguard::cli

@@ -46,6 +46,43 @@ int main(int argc, char** argv) {
   explain->add_flag("--markdown", markdown, "print the rules table as Markdown");
   AddPolicyFlags(explain, policy);
 
+  ncclguard::cli::WebhookOptions webhook_options;
+  CLI::App* webhook = app.add_subcommand("webhook", "serve the admission webhook over HTTPS");
+  webhook->add_option("--listen", webhook_options.listen, "host:port to listen on")
+      ->capture_default_str();
+  webhook
+      ->add_option("--tls-cert-file", webhook_options.tls_cert_file,
+                   "PEM serving certificate (chain); reloaded when it changes")
+      ->required();
+  webhook->add_option("--tls-key-file", webhook_options.tls_key_file, "PEM private key")
+      ->required();
+  webhook
+      ->add_option("--tls-min-version", webhook_options.tls_min_version,
+                   "VersionTLS12 or VersionTLS13")
+      ->capture_default_str();
+  webhook->add_option("--exempt-namespace", webhook_options.exempt_namespaces,
+                      "namespace never intercepted (repeatable; kube-system and $POD_NAMESPACE "
+                      "always are)");
+  webhook
+      ->add_option("--reload-interval-ms", webhook_options.reload_interval_ms,
+                   "how often certificate and policy files are checked for changes")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 3600000));
+  webhook
+      ->add_option("--drain-timeout-ms", webhook_options.drain_timeout_ms,
+                   "on SIGTERM, how long in-flight requests may take")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600000));
+  webhook
+      ->add_option("--threads", webhook_options.threads,
+                   "listener threads (default: the listener's own default)")
+      ->check(CLI::Range(1, 256));
+  webhook
+      ->add_option("--log-level", webhook_options.log_level,
+                   "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  AddPolicyFlags(webhook, webhook_options.policy);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -61,6 +98,7 @@ int main(int argc, char** argv) {
                                      policy);
     }
     if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
+    if (webhook->parsed()) return ncclguard::cli::RunWebhook(webhook_options);
     if (explain->parsed()) {
       if (rule_id.empty() && !all && !markdown) {
         std::cerr << "ncclguard explain: name a rule id, or use --all\n";

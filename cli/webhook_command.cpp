@@ -1,0 +1,64 @@
+#include <spdlog/spdlog.h>
+
+#include <pplx/threadpool.h>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/json_log.h"
+#include "core/errors.h"
+#include "webhook/server.h"
+
+namespace ncclguard::cli {
+
+int RunWebhook(const WebhookOptions& options) {
+  webhook::ServerConfig config;
+  config.listen = options.listen;
+  config.tls_cert_file = options.tls_cert_file;
+  config.tls_key_file = options.tls_key_file;
+  const auto min_version = webhook::ParseTlsVersion(options.tls_min_version);
+  if (!min_version) {
+    std::cerr << "ncclguard webhook: --tls-min-version " << options.tls_min_version
+              << ": use VersionTLS12 or VersionTLS13\n";
+    return kExitInputError;
+  }
+  config.tls_min_version = *min_version;
+  config.admit.exempt_namespaces = options.exempt_namespaces;
+  if (const char* own = std::getenv("POD_NAMESPACE"); own != nullptr && *own != '\0') {
+    config.admit.exempt_namespaces.emplace_back(own);
+  }
+  const PolicyOptions policy = options.policy;
+  config.load_policy = [policy] { return LoadPolicy(policy); };
+  if (policy.policy_file) config.policy_files.push_back(*policy.policy_file);
+  config.reload_interval = std::chrono::milliseconds(options.reload_interval_ms);
+  config.drain_timeout = std::chrono::milliseconds(options.drain_timeout_ms);
+
+  ConfigureJsonLogging(options.log_level);
+  if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
+
+  // Signals are taken synchronously by this thread only; the listener's threads inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<webhook::WebhookServer> server;
+  try {
+    server = std::make_unique<webhook::WebhookServer>(std::move(config));
+    server->Start();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", std::string("webhook not started: ") + e.what());
+    std::cerr << "ncclguard webhook: " << e.what() << "\n";
+    return kExitInputError;
+  }
+  int received = 0;
+  sigwait(&signals, &received);
+  spdlog::info("{}", std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                         "; draining in-flight requests");
+  server->Shutdown();
+  spdlog::default_logger()->flush();
+  return 0;
+}
+
+}  // namespace ncclguard::cli

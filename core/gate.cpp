@@ -1,0 +1,90 @@
+#include "core/gate.h"
+
+#include "core/errors.h"
+
+namespace ncclguard::core {
+namespace {
+
+// The object at `pointer`, or nullptr when absent; throws when present but not an object.
+const Json* ObjectAt(const Json& root, const JsonPointer& pointer) {
+  if (!root.contains(pointer)) return nullptr;
+  const Json& value = root.at(pointer);
+  if (value.is_null()) return nullptr;
+  if (!value.is_object()) {
+    throw InputError(pointer.to_string() + ": expected an object, found " + value.type_name());
+  }
+  return &value;
+}
+
+std::string EscapeToken(std::string_view token) {
+  std::string escaped;
+  for (char c : token) {
+    if (c == '~') {
+      escaped += "~0";
+    } else if (c == '/') {
+      escaped += "~1";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+Json AddOp(const std::string& path, Json value) {
+  return Json{{"op", "add"}, {"path", path}, {"value", std::move(value)}};
+}
+
+}  // namespace
+
+bool IsManagedJob(const Json& object, WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::PyTorchJob:
+    case WorkloadKind::MpiJob:
+    case WorkloadKind::JobSet:
+      return true;
+    case WorkloadKind::BatchJob: {
+      const Json* labels = ObjectAt(object, JsonPointer("/metadata/labels"));
+      if (labels == nullptr) return false;
+      auto it = labels->find(std::string(kManagedJobLabel));
+      return it != labels->end() && it->is_string() && it->get<std::string>() == "true";
+    }
+    case WorkloadKind::Pod:
+      return false;
+  }
+  return false;
+}
+
+JsonPointer SuspendPointer(WorkloadKind kind) {
+  if (kind == WorkloadKind::PyTorchJob || kind == WorkloadKind::MpiJob) {
+    return JsonPointer("/spec/runPolicy/suspend");
+  }
+  return JsonPointer("/spec/suspend");
+}
+
+Json GateMarkPatch(const Json& job, WorkloadKind kind) {
+  Json ops = Json::array();
+  const std::string annotation_path = "/metadata/annotations/" + EscapeToken(kGateAnnotation);
+  const Json annotations{{std::string(kGateAnnotation), std::string(kGatePending)}};
+  if (ObjectAt(job, JsonPointer("/metadata")) == nullptr) {
+    ops.push_back(AddOp("/metadata", Json{{"annotations", annotations}}));
+  } else if (ObjectAt(job, JsonPointer("/metadata/annotations")) == nullptr) {
+    ops.push_back(AddOp("/metadata/annotations", annotations));
+  } else {
+    ops.push_back(AddOp(annotation_path, std::string(kGatePending)));
+  }
+
+  if (ObjectAt(job, JsonPointer("/spec")) == nullptr) {
+    throw InputError("/spec: missing; a job without a spec cannot be suspended");
+  }
+  const JsonPointer suspend = SuspendPointer(kind);
+  const JsonPointer parent = suspend.parent_pointer();
+  if (parent.to_string() != "/spec" && ObjectAt(job, parent) == nullptr) {
+    ops.push_back(AddOp(parent.to_string(), Json{{"suspend", true}}));
+  } else {
+    // "add" on an existing member replaces it (RFC 6902 4.1).
+    ops.push_back(AddOp(suspend.to_string(), true));
+  }
+  return ops;
+}
+
+}  // namespace ncclguard::core

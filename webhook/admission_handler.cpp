@@ -1,0 +1,213 @@
+#include "webhook/admission_handler.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "core/engine.h"
+#include "core/errors.h"
+#include "core/gate.h"
+#include "core/rule.h"
+#include "core/workload.h"
+
+namespace ncclguard::webhook {
+namespace {
+
+// kube-apiserver truncates longer warnings; keep ours whole.
+constexpr size_t kMaxWarningLength = 256;
+
+bool IsExempt(const AdmissionRequest& request, const AdmitOptions& options) {
+  if (request.namespace_ == "kube-system") return true;
+  return std::find(options.exempt_namespaces.begin(), options.exempt_namespaces.end(),
+                   request.namespace_) != options.exempt_namespaces.end();
+}
+
+// Names the object for messages; must not throw, it also runs while reporting an error.
+core::ObjectRef RefOf(const AdmissionRequest& request) {
+  core::ObjectRef ref;
+  try {
+    ref = core::ObjectRef::From(request.object);
+  } catch (const std::exception&) {
+  }
+  if (ref.kind.empty()) ref.kind = request.kind.kind;
+  if (ref.namespace_.empty()) ref.namespace_ = request.namespace_;
+  if (ref.name.empty()) ref.name = request.name;
+  return ref;
+}
+
+std::vector<core::Finding> Select(const std::vector<core::Finding>& findings, core::Level level) {
+  std::vector<core::Finding> selected;
+  for (const auto& finding : findings) {
+    if (finding.level == level) selected.push_back(finding);
+  }
+  return selected;
+}
+
+// On UPDATE only problems the update introduces count: a job admitted under an older policy
+// must stay editable (the controller's own release patch is an UPDATE too).
+std::vector<core::Finding> NewSince(std::vector<core::Finding> findings,
+                                    const core::Json& old_object, const core::Policy& policy,
+                                    const core::EvaluateOptions& options) {
+  if (old_object.is_null()) return findings;
+  std::set<std::pair<std::string, std::string>> before;
+  try {
+    for (const auto& finding : core::Evaluate(old_object, policy, options).findings) {
+      before.emplace(finding.rule, finding.path);
+    }
+  } catch (const core::InputError&) {
+    return findings;  // the old object was unreadable: judge the new one on its own
+  }
+  std::erase_if(findings, [&](const core::Finding& finding) {
+    return before.contains({finding.rule, finding.path});
+  });
+  return findings;
+}
+
+AdmissionOutcome Mutate(const AdmissionRequest& request, const core::Workload& workload,
+                        const core::Policy& policy) {
+  AdmissionOutcome outcome;
+  outcome.response.uid = request.uid;
+  if (request.operation != "CREATE") {
+    outcome.result = AdmitResult::Skipped;  // fixes that change a running pod are not ours
+    return outcome;
+  }
+  if (workload.kind == core::WorkloadKind::Pod) {
+    core::Evaluation evaluation =
+        core::Evaluate(request.object, policy, {.pod_rules = true, .job_rules = false});
+    outcome.findings = Select(evaluation.findings, core::Level::Fix);
+    if (!evaluation.patch.empty()) {
+      outcome.response.patch = std::move(evaluation.patch);
+      outcome.result = AdmitResult::Patched;
+    }
+    return outcome;
+  }
+  if (policy.gate.enabled && core::IsManagedJob(request.object, workload.kind)) {
+    outcome.response.patch = core::GateMarkPatch(request.object, workload.kind);
+    outcome.result = AdmitResult::Patched;
+  }
+  return outcome;
+}
+
+AdmissionOutcome Validate(const AdmissionRequest& request, const core::Workload& workload,
+                          const core::Policy& policy) {
+  AdmissionOutcome outcome;
+  outcome.response.uid = request.uid;
+  const bool pod = workload.kind == core::WorkloadKind::Pod;
+  if (pod && request.operation != "CREATE") {
+    outcome.result = AdmitResult::Skipped;  // a pod's spec is fixed once created
+    return outcome;
+  }
+  const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
+  core::Evaluation evaluation = core::Evaluate(request.object, policy, options);
+  std::vector<core::Finding> findings = std::move(evaluation.findings);
+  if (request.operation == "UPDATE") {
+    findings = NewSince(std::move(findings), request.old_object, policy, options);
+  }
+
+  std::vector<core::Finding> denies = Select(findings, core::Level::Deny);
+  if (!denies.empty()) {
+    outcome.response.allowed = false;
+    outcome.response.status_code = 403;
+    outcome.response.status_reason = "Forbidden";
+    outcome.response.message = DenialMessage(RefOf(request), denies);
+    outcome.result = AdmitResult::Denied;
+    outcome.findings = std::move(denies);
+    return outcome;
+  }
+  // A pod that reaches validation still missing a fix was not mutated (mutating webhook
+  // absent or skipped): say so. For jobs the fixes happen on their pods, so stay quiet.
+  for (const auto& finding : findings) {
+    if (finding.level == core::Level::Warn || (pod && finding.level == core::Level::Fix)) {
+      outcome.response.warnings.push_back(WarningText(finding));
+      outcome.findings.push_back(finding);
+    }
+  }
+  if (!outcome.response.warnings.empty()) outcome.result = AdmitResult::Warned;
+  return outcome;
+}
+
+AdmissionOutcome Refuse(const AdmissionRequest& request, AdmitResult result, int code,
+                        std::string reason, std::string message) {
+  AdmissionOutcome outcome;
+  outcome.response.uid = request.uid;
+  outcome.response.allowed = false;
+  outcome.response.status_code = code;
+  outcome.response.status_reason = std::move(reason);
+  outcome.response.message = std::move(message);
+  outcome.result = result;
+  return outcome;
+}
+
+}  // namespace
+
+std::string_view EndpointName(Endpoint endpoint) {
+  return endpoint == Endpoint::Mutate ? "mutate" : "validate";
+}
+
+std::string_view AdmitResultName(AdmitResult result) {
+  switch (result) {
+    case AdmitResult::Skipped:
+      return "skipped";
+    case AdmitResult::Allowed:
+      return "allowed";
+    case AdmitResult::Patched:
+      return "patched";
+    case AdmitResult::Warned:
+      return "warned";
+    case AdmitResult::Denied:
+      return "denied";
+    case AdmitResult::Error:
+      return "error";
+  }
+  return "error";
+}
+
+std::string DenialMessage(const core::ObjectRef& object, const std::vector<core::Finding>& denies) {
+  std::string message = "ncclguard denied " + object.Describe() + ": " +
+                        std::to_string(denies.size()) +
+                        (denies.size() == 1 ? " problem" : " problems");
+  for (const auto& finding : denies) {
+    message += "\n- [" + finding.rule + "] " + finding.message;
+    if (const core::Rule* rule = core::RuleRegistry::Find(finding.rule)) {
+      message += " Fix: " + std::string(rule->Info().remedy);
+    }
+    message += " See " + finding.guide;
+  }
+  return message;
+}
+
+std::string WarningText(const core::Finding& finding) {
+  const std::string head = "ncclguard " + finding.rule + ": ";
+  const std::string tail = " (" + finding.guide + ")";
+  std::string message = finding.message;
+  if (head.size() + message.size() + tail.size() > kMaxWarningLength) {
+    const size_t room = kMaxWarningLength - std::min(kMaxWarningLength, head.size() + tail.size());
+    message = message.substr(0, room > 3 ? room - 3 : 0) + "...";
+  }
+  return head + message + tail;
+}
+
+AdmissionOutcome Admit(Endpoint endpoint, const AdmissionRequest& request,
+                       const core::Policy& policy, const AdmitOptions& options) {
+  AdmissionOutcome skipped;
+  skipped.response.uid = request.uid;
+  skipped.result = AdmitResult::Skipped;
+  if (request.operation != "CREATE" && request.operation != "UPDATE") return skipped;
+  if (!request.sub_resource.empty() || IsExempt(request, options)) return skipped;
+
+  try {
+    std::optional<core::Workload> workload = core::ParseWorkload(request.object);
+    if (!workload) return skipped;
+    return endpoint == Endpoint::Mutate ? Mutate(request, *workload, policy)
+                                        : Validate(request, *workload, policy);
+  } catch (const core::InputError& e) {
+    return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
+                  "ncclguard cannot read " + RefOf(request).Describe() + ": " + e.what());
+  } catch (const std::exception& e) {
+    return Refuse(request, AdmitResult::Error, 500, "InternalError",
+                  "ncclguard internal error while checking " + RefOf(request).Describe() + ": " +
+                      e.what() + "; the request is denied so nothing unchecked runs");
+  }
+}
+
+}  // namespace ncclguard::webhook

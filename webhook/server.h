@@ -1,0 +1,85 @@
+// The HTTPS admission server: cpprestsdk's listener with our OpenSSL context. Stateless; every
+// replica serves. Endpoints: POST /mutate, POST /validate, GET /healthz, /readyz, /metrics.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/policy.h"
+#include "webhook/admission_handler.h"
+#include "webhook/file_watch.h"
+#include "webhook/metrics.h"
+#include "webhook/tls.h"
+
+namespace ncclguard::webhook {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:8443";  // host:port, [v6]:port
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  TlsVersion tls_min_version = TlsVersion::V1_3;
+  AdmitOptions admit;
+  // Loads the policy; throws core::PolicyError / core::InputError. Re-run when a watched file
+  // changes; a policy that fails to load keeps the last good one.
+  std::function<core::Policy()> load_policy = [] { return core::Policy::Defaults(); };
+  std::vector<std::string> policy_files;
+  // How often the certificate and policy files are checked for changes (on use, not by a timer).
+  std::chrono::milliseconds reload_interval{1000};
+  // kube-apiserver refuses objects over 3 MiB; a review carries object and oldObject.
+  std::size_t max_body_bytes = 7u * 1024u * 1024u;
+  // On shutdown, how long in-flight requests may take to finish.
+  std::chrono::milliseconds drain_timeout{20000};
+};
+
+class WebhookServer {
+ public:
+  // Loads the certificate and the policy; throws TlsError or the policy's error.
+  explicit WebhookServer(ServerConfig config);
+  ~WebhookServer();
+  WebhookServer(const WebhookServer&) = delete;
+  WebhookServer& operator=(const WebhookServer&) = delete;
+
+  // Starts listening; throws std::runtime_error when the address cannot be bound.
+  void Start();
+  // Graceful: /readyz turns 503, in-flight requests finish (up to drain_timeout), then the
+  // listener closes. Idempotent.
+  void Shutdown();
+
+  bool Ready() const { return ready_.load(); }
+  const Metrics& metrics() const { return metrics_; }
+
+ private:
+  struct Listener;
+  class InFlight;
+
+  void Handle(void* request);  // web::http::http_request*, kept out of this header
+  void AnswerReview(Endpoint endpoint, void* request, const std::string& body,
+                    std::chrono::steady_clock::time_point start);
+  void ReloadIfDue();
+  std::shared_ptr<const core::Policy> CurrentPolicy() const;
+  std::shared_ptr<const ServingCertificate> CurrentCertificate() const;
+
+  ServerConfig config_;
+  Metrics metrics_;
+  std::unique_ptr<Listener> listener_;
+
+  mutable std::mutex state_mutex_;  // guards the two pointers below and the watches
+  std::shared_ptr<const ServingCertificate> certificate_;
+  std::shared_ptr<const core::Policy> policy_;
+  FileWatch certificate_watch_;
+  FileWatch policy_watch_;
+  std::atomic<std::int64_t> next_reload_check_ns_{0};
+  std::mutex reload_mutex_;
+
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};
+};
+
+}  // namespace ncclguard::webhook
