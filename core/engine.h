@@ -11,6 +11,9 @@ namespace ncclguard::core {
 struct EvaluateOptions {
   bool pod_rules = true;
   bool job_rules = true;
+  // The deny and warn rules; off where only the fixes are wanted (the mutating webhook: its
+  // validating twin checks the fixed object).
+  bool check_rules = true;
 };
 
 struct Evaluation {
@@ -24,7 +27,8 @@ struct Evaluation {
 
 // Runs every enabled rule over `object`: first the fix rules, each seeing the fixes before it,
 // then the deny and warn rules over the fixed object. Throws InputError when a field the rules
-// read has the wrong type; nothing is half-applied because the input is never modified.
-Evaluation Evaluate(const Json& object, const Policy& policy, const EvaluateOptions& options = {});
+// read has the wrong type; nothing is half-applied because the caller's object is never
+// modified. Taken by value: a caller done with the object moves it in and saves a deep copy.
+Evaluation Evaluate(Json object, const Policy& policy, const EvaluateOptions& options = {});
 
 }  // namespace ncclguard::core

@@ -63,7 +63,7 @@ std::vector<core::Finding> NewSince(std::vector<core::Finding> findings,
   return findings;
 }
 
-AdmissionOutcome Mutate(const AdmissionRequest& request, const core::Workload& workload,
+AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workload,
                         const core::Policy& policy) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
@@ -72,8 +72,10 @@ AdmissionOutcome Mutate(const AdmissionRequest& request, const core::Workload& w
     return outcome;
   }
   if (workload.kind == core::WorkloadKind::Pod) {
+    // The validating webhook checks the fixed pod; here only the fixes are needed.
     core::Evaluation evaluation =
-        core::Evaluate(request.object, policy, {.pod_rules = true, .job_rules = false});
+        core::Evaluate(std::move(request.object), policy,
+                       {.pod_rules = true, .job_rules = false, .check_rules = false});
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     if (!evaluation.patch.empty()) {
       outcome.response.patch = std::move(evaluation.patch);
@@ -88,7 +90,7 @@ AdmissionOutcome Mutate(const AdmissionRequest& request, const core::Workload& w
   return outcome;
 }
 
-AdmissionOutcome Validate(const AdmissionRequest& request, const core::Workload& workload,
+AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workload,
                           const core::Policy& policy) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
@@ -98,7 +100,8 @@ AdmissionOutcome Validate(const AdmissionRequest& request, const core::Workload&
     return outcome;
   }
   const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
-  core::Evaluation evaluation = core::Evaluate(request.object, policy, options);
+  const core::ObjectRef ref = RefOf(request);
+  core::Evaluation evaluation = core::Evaluate(std::move(request.object), policy, options);
   std::vector<core::Finding> findings = std::move(evaluation.findings);
   if (request.operation == "UPDATE") {
     findings = NewSince(std::move(findings), request.old_object, policy, options);
@@ -109,7 +112,7 @@ AdmissionOutcome Validate(const AdmissionRequest& request, const core::Workload&
     outcome.response.allowed = false;
     outcome.response.status_code = 403;
     outcome.response.status_reason = "Forbidden";
-    outcome.response.message = DenialMessage(RefOf(request), denies);
+    outcome.response.message = DenialMessage(ref, denies);
     outcome.result = AdmitResult::Denied;
     outcome.findings = std::move(denies);
     return outcome;
@@ -187,14 +190,15 @@ std::string WarningText(const core::Finding& finding) {
   return head + message + tail;
 }
 
-AdmissionOutcome Admit(Endpoint endpoint, const AdmissionRequest& request,
-                       const core::Policy& policy, const AdmitOptions& options) {
+AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::Policy& policy,
+                       const AdmitOptions& options) {
   AdmissionOutcome skipped;
   skipped.response.uid = request.uid;
   skipped.result = AdmitResult::Skipped;
   if (request.operation != "CREATE" && request.operation != "UPDATE") return skipped;
   if (!request.sub_resource.empty() || IsExempt(request, options)) return skipped;
 
+  const core::ObjectRef ref = RefOf(request);  // before the object is moved into the rules
   try {
     std::optional<core::Workload> workload = core::ParseWorkload(request.object);
     if (!workload) return skipped;
@@ -202,10 +206,10 @@ AdmissionOutcome Admit(Endpoint endpoint, const AdmissionRequest& request,
                                         : Validate(request, *workload, policy);
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
-                  "ncclguard cannot read " + RefOf(request).Describe() + ": " + e.what());
+                  "ncclguard cannot read " + ref.Describe() + ": " + e.what());
   } catch (const std::exception& e) {
     return Refuse(request, AdmitResult::Error, 500, "InternalError",
-                  "ncclguard internal error while checking " + RefOf(request).Describe() + ": " +
+                  "ncclguard internal error while checking " + ref.Describe() + ": " +
                       e.what() + "; the request is denied so nothing unchecked runs");
   }
 }

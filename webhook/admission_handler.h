@@ -34,9 +34,10 @@ struct AdmissionOutcome {
 };
 
 // Answers `request`. Never throws: a rule that throws denies this request (fail closed) with
-// an internal-error message and AdmitResult::Error.
-AdmissionOutcome Admit(Endpoint endpoint, const AdmissionRequest& request,
-                       const core::Policy& policy, const AdmitOptions& options);
+// an internal-error message and AdmitResult::Error. Takes the request by value so a server
+// done with it moves the object in instead of copying it.
+AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::Policy& policy,
+                       const AdmitOptions& options);
 
 // The kubectl-facing texts, exposed for tests.
 std::string DenialMessage(const core::ObjectRef& object, const std::vector<core::Finding>& denies);

@@ -290,13 +290,19 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
   }
 
   const std::shared_ptr<const core::Policy> policy = CurrentPolicy();
-  AdmissionOutcome outcome = Admit(endpoint, admission, *policy, config_.admit);
+  const std::string uid = admission.uid;
+  const std::string operation = admission.operation;
+  const std::string kind = admission.kind.kind;
+  const std::string namespace_ = admission.namespace_;
+  const std::string name = admission.name;
+  const bool dry_run = admission.dry_run;
+  AdmissionOutcome outcome = Admit(endpoint, std::move(admission), *policy, config_.admit);
   std::string answer;
   try {
     answer = EncodeAdmissionReview(outcome.response);
   } catch (const std::exception& e) {
     AdmissionResponse denial;
-    denial.uid = admission.uid;
+    denial.uid = uid;
     denial.allowed = false;
     denial.status_code = 500;
     denial.message = std::string("ncclguard internal error encoding the answer: ") + e.what();
@@ -317,14 +323,14 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
   }
   core::Json line = {{"msg", "admission"},
                      {"endpoint", endpoint_name},
-                     {"uid", admission.uid},
-                     {"operation", admission.operation},
-                     {"kind", admission.kind.kind},
-                     {"namespace", admission.namespace_},
-                     {"name", admission.name},
+                     {"uid", uid},
+                     {"operation", operation},
+                     {"kind", kind},
+                     {"namespace", namespace_},
+                     {"name", name},
                      {"result", result},
                      {"rules", std::move(rules)},
-                     {"dryRun", admission.dry_run},
+                     {"dryRun", dry_run},
                      {"durationMs", seconds * 1000.0}};
   if (outcome.result == AdmitResult::Error) line["error"] = outcome.response.message;
   LogLine(outcome.result == AdmitResult::Error ? spdlog::level::err : spdlog::level::info,
