@@ -3,13 +3,13 @@
 //   --rate R:   requests are scheduled at a fixed rate (open loop) and latency is measured from
 //               the scheduled time, so a stalled server cannot hide its queueing delay.
 // Prints one JSON line: requests, errors, throughput and latency percentiles in milliseconds.
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <atomic>
@@ -88,8 +88,7 @@ class Connection {
     while (in.size() < total) {
       if (!Fill()) return false;
     }
-    const bool ok = in.compare(0, 12, "HTTP/1.1 200") == 0 &&
-                    in.find(expect, header_end) < total;
+    const bool ok = in.compare(0, 12, "HTTP/1.1 200") == 0 && in.find(expect, header_end) < total;
     in.erase(0, total);
     return ok;
   }
@@ -116,15 +115,24 @@ Options Parse(int argc, char** argv) {
       if (i + 1 >= argc) Die(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--port") options.port = std::stoi(value());
-    else if (flag == "--path") options.path = value();
-    else if (flag == "--body") options.body_file = value();
-    else if (flag == "--ca") options.ca_file = value();
-    else if (flag == "--expect") options.expect = value();
-    else if (flag == "--connections") options.connections = std::stoi(value());
-    else if (flag == "--seconds") options.seconds = std::stod(value());
-    else if (flag == "--rate") options.rate = std::stod(value());
-    else Die("unknown flag " + flag);
+    if (flag == "--port")
+      options.port = std::stoi(value());
+    else if (flag == "--path")
+      options.path = value();
+    else if (flag == "--body")
+      options.body_file = value();
+    else if (flag == "--ca")
+      options.ca_file = value();
+    else if (flag == "--expect")
+      options.expect = value();
+    else if (flag == "--connections")
+      options.connections = std::stoi(value());
+    else if (flag == "--seconds")
+      options.seconds = std::stod(value());
+    else if (flag == "--rate")
+      options.rate = std::stod(value());
+    else
+      Die("unknown flag " + flag);
   }
   if (options.body_file.empty() || options.ca_file.empty()) Die("--body and --ca are required");
   if (options.connections < 1 || options.connections > 256) Die("--connections: 1..256");
@@ -134,7 +142,8 @@ Options Parse(int argc, char** argv) {
 
 double Percentile(std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
-  const size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())));
+  const size_t index =
+      std::min(sorted.size() - 1, static_cast<size_t>(p * static_cast<double>(sorted.size())));
   return sorted[index];
 }
 
@@ -146,10 +155,11 @@ int main(int argc, char** argv) {
   if (!body_in) Die("cannot read " + options.body_file);
   std::stringstream body;
   body << body_in.rdbuf();
-  const std::string request = "POST " + options.path + "?timeout=10s HTTP/1.1\r\nHost: " +
-                              options.host + "\r\nContent-Type: application/json\r\n" +
-                              "Accept: application/json\r\nContent-Length: " +
-                              std::to_string(body.str().size()) + "\r\n\r\n" + body.str();
+  const std::string request =
+      "POST " + options.path + "?timeout=10s HTTP/1.1\r\nHost: " + options.host +
+      "\r\nContent-Type: application/json\r\n" +
+      "Accept: application/json\r\nContent-Length: " + std::to_string(body.str().size()) +
+      "\r\n\r\n" + body.str();
 
   SSL_CTX* context = SSL_CTX_new(TLS_client_method());
   SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
@@ -184,8 +194,9 @@ int main(int argc, char** argv) {
       const double interval = static_cast<double>(options.connections) / options.rate;
       for (long k = 0;; ++k) {
         const auto scheduled =
-            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                        (static_cast<double>(c) / options.rate) + static_cast<double>(k) * interval));
+            start +
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                (static_cast<double>(c) / options.rate) + static_cast<double>(k) * interval));
         if (scheduled >= end) return;
         std::this_thread::sleep_until(scheduled);
         if (!connection.RoundTrip(request, options.expect)) {
@@ -210,8 +221,8 @@ int main(int argc, char** argv) {
       "{\"mode\":\"%s\",\"connections\":%d,\"requests\":%zu,\"errors\":%ld,"
       "\"throughput\":%.0f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f}\n",
       options.rate > 0 ? "rate" : "saturation", options.connections, all.size(), errors,
-      static_cast<double>(all.size()) / options.seconds, Percentile(all, 0.5),
-      Percentile(all, 0.9), Percentile(all, 0.99), all.empty() ? 0.0 : all.back());
+      static_cast<double>(all.size()) / options.seconds, Percentile(all, 0.5), Percentile(all, 0.9),
+      Percentile(all, 0.99), all.empty() ? 0.0 : all.back());
   SSL_CTX_free(context);
   return errors == 0 ? 0 : 1;
 }

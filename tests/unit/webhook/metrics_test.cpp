@@ -1,0 +1,68 @@
+#include "webhook/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ncclguard::webhook {
+namespace {
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(Metrics, CountsRequestsByEndpointAndResult) {
+  Metrics metrics;
+  metrics.CountRequest("mutate", "patched", 0.0002);
+  metrics.CountRequest("mutate", "patched", 0.003);
+  metrics.CountRequest("validate", "denied", 0.0004);
+  const std::string text = metrics.Render();
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_requests_total{endpoint="mutate",result="patched"} 2)"));
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_requests_total{endpoint="validate",result="denied"} 1)"));
+  EXPECT_TRUE(Has(text, "# TYPE ncclguard_webhook_requests_total counter"));
+}
+
+TEST(Metrics, LatencyHistogramIsCumulative) {
+  Metrics metrics;
+  metrics.CountRequest("mutate", "patched", 0.0002);  // <= 0.00025
+  metrics.CountRequest("mutate", "patched", 0.003);   // <= 0.005
+  const std::string text = metrics.Render();
+  const std::string name = "ncclguard_webhook_request_duration_seconds";
+  EXPECT_TRUE(Has(text, name + R"(_bucket{endpoint="mutate",le="0.0001"} 0)"));
+  EXPECT_TRUE(Has(text, name + R"(_bucket{endpoint="mutate",le="0.00025"} 1)"));
+  EXPECT_TRUE(Has(text, name + R"(_bucket{endpoint="mutate",le="0.0025"} 1)"));
+  EXPECT_TRUE(Has(text, name + R"(_bucket{endpoint="mutate",le="0.005"} 2)"));
+  EXPECT_TRUE(Has(text, name + R"(_bucket{endpoint="mutate",le="+Inf"} 2)"));
+  EXPECT_TRUE(Has(text, name + R"(_count{endpoint="mutate"} 2)"));
+  EXPECT_TRUE(Has(text, name + R"(_sum{endpoint="mutate"} 0.0032)"));
+  EXPECT_TRUE(Has(text, "# TYPE " + name + " histogram"));
+}
+
+TEST(Metrics, FindingsErrorsAndReloads) {
+  Metrics metrics;
+  metrics.CountFinding("nccl-proto-invalid", "deny");
+  metrics.CountInternalError("validate");
+  metrics.CountCertificateReload(true);
+  metrics.CountCertificateReload(false);
+  metrics.SetCertificateExpiry(1800000000);
+  metrics.CountPolicyReload(false);
+  const std::string text = metrics.Render();
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_findings_total{rule="nccl-proto-invalid",level="deny"} 1)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_internal_errors_total{endpoint="validate"} 1)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="success"} 1)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="failure"} 1)"));
+  EXPECT_TRUE(Has(text, "ncclguard_webhook_certificate_expiry_timestamp_seconds 1800000000"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_policy_reloads_total{result="failure"} 1)"));
+}
+
+TEST(Metrics, LabelValuesAreEscaped) {
+  Metrics metrics;
+  metrics.CountRequest("a\"b\\c\nd", "ok", 0.001);
+  EXPECT_NE(metrics.Render().find(R"(endpoint="a\"b\\c\nd")"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ncclguard::webhook
