@@ -209,8 +209,8 @@ AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());
   } catch (const std::exception& e) {
     return Refuse(request, AdmitResult::Error, 500, "InternalError",
-                  "ncclguard internal error while checking " + ref.Describe() + ": " +
-                      e.what() + "; the request is denied so nothing unchecked runs");
+                  "ncclguard internal error while checking " + ref.Describe() + ": " + e.what() +
+                      "; the request is denied so nothing unchecked runs");
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cpprest/http_listener.h>
 
+#include <csignal>
 #include <thread>
 
 #include "core/errors.h"
@@ -129,6 +130,9 @@ void WebhookServer::ReloadIfDue() {
 }
 
 void WebhookServer::Start() {
+  // OpenSSL writes to sockets with write(2): a client that hangs up mid-answer must not kill the
+  // process with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   http_listener_config listener_config;
   listener_config.set_ssl_context_callback([this](boost::asio::ssl::context& context) {
     // Called for every new connection: a rotated certificate is used from the next handshake.
@@ -255,11 +259,19 @@ void WebhookServer::Handle(void* raw_request) {
         try {
           body = body_task.get();
         } catch (const std::exception& e) {
-          // The client went away or the body was cut short; nobody is left to answer.
+          // The body was cut short (a half-closed or vanished client). A half-closed client can
+          // still read the reason; then the connection is closed.
           metrics_.CountRequest(EndpointName(endpoint), "client_error", SecondsSince(start));
           LogLine(spdlog::level::warn, {{"msg", "request body not received"},
                                         {"endpoint", EndpointName(endpoint)},
                                         {"error", e.what()}});
+          try {
+            http_response response(status_codes::BadRequest);
+            response.headers().add(header_names::connection, "close");
+            response.set_body("request body incomplete\n", "text/plain; charset=utf-8");
+            request.reply(response);
+          } catch (const std::exception&) {
+          }
           return;
         }
         AnswerReview(endpoint, &request, body, start);
@@ -294,7 +306,13 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
   const std::string operation = admission.operation;
   const std::string kind = admission.kind.kind;
   const std::string namespace_ = admission.namespace_;
-  const std::string name = admission.name;
+  std::string name = admission.name;
+  if (name.empty()) {
+    try {
+      name = core::ObjectRef::From(admission.object).name;
+    } catch (const std::exception&) {
+    }
+  }
   const bool dry_run = admission.dry_run;
   AdmissionOutcome outcome = Admit(endpoint, std::move(admission), *policy, config_.admit);
   std::string answer;

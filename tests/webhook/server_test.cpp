@@ -1,0 +1,335 @@
+// The webhook server over real TLS on loopback: endpoints, bad input, concurrency, certificate
+// rotation, protocol versions and graceful shutdown.
+#include "webhook/server.h"
+
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "controlplane_env.h"
+#include "core/guide.h"
+#include "core/rule.h"
+#include "https_client.h"
+#include "served_webhook.h"
+#include "test_https_server.h"
+
+namespace ncclguard::webhook::testing {
+namespace {
+
+using core::Json;
+
+// Present only in this test binary: a rule that throws on a marked pod, to prove fail-closed.
+class ThrowingRule final : public core::Rule {
+ public:
+  ThrowingRule()
+      : Rule({"test-rule-throws", "efa-config", core::Level::Deny, core::RuleScope::Pod,
+              "test only", "test only"}) {}
+  void CheckTemplate(const core::TemplateContext& context, core::RuleReport&) const override {
+    if (context.object.contains(core::JsonPointer("/metadata/annotations/ncclguard.test~1throw"))) {
+      throw std::runtime_error("injected failure");
+    }
+  }
+};
+NCCLGUARD_REGISTER_RULE(ThrowingRule);
+
+Json BarePod(const std::string& name = "w0") {
+  return Json::parse(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+      R"(","namespace":"ml"},"spec":{"nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},
+     "containers":[{"name":"pytorch","image":"r/train:1","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1Ti"}}}]}})");
+}
+
+Json Review(const Json& object, const std::string& uid = "uid-1") {
+  return Json{{"apiVersion", "admission.k8s.io/v1"},
+              {"kind", "AdmissionReview"},
+              {"request",
+               {{"uid", uid},
+                {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                {"namespace", "ml"},
+                {"operation", "CREATE"},
+                {"object", object}}}};
+}
+
+Json Answer(const HttpResult& result) {
+  EXPECT_EQ(result.status, 200) << result.error << result.body;
+  return Json::parse(result.body).at("response");
+}
+
+bool Eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 100; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string Metrics(ServedWebhook& webhook) {
+  return Fetch(webhook.Url("/metrics"), webhook.ca_file(), "", {.method = "GET"}).body;
+}
+
+// CURL_SSLVERSION_TLSv1_x | CURL_SSLVERSION_MAX_TLSv1_x (the max is the version << 16); spelled
+// out because curl's two enums do not mix under -Werror.
+constexpr long kTls11Only = 5L | (5L << 16);
+constexpr long kTls12Only = 6L | (6L << 16);
+
+class WebhookServerTest : public ::testing::Test {
+ protected:
+  ServedWebhook webhook_;
+};
+
+TEST_F(WebhookServerTest, HealthReadinessAndMetrics) {
+  const HttpResult health =
+      Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "", {.method = "GET"});
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok\n");
+  EXPECT_EQ(Fetch(webhook_.Url("/readyz"), webhook_.ca_file(), "", {.method = "GET"}).status, 200);
+  const std::string metrics = Metrics(webhook_);
+  EXPECT_NE(metrics.find("# TYPE ncclguard_webhook_requests_total counter"), std::string::npos);
+  EXPECT_NE(metrics.find(R"(ncclguard_webhook_requests_total{endpoint="healthz",result="ok"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(WebhookServerTest, MutateAnswersWithTheSameUidAndABase64JsonPatch) {
+  const Json answer = Answer(Fetch(webhook_.Url("/mutate?timeout=10s"), webhook_.ca_file(),
+                                   Review(BarePod(), "abc-123").dump()));
+  EXPECT_EQ(answer["uid"], "abc-123");
+  EXPECT_EQ(answer["allowed"], true);
+  EXPECT_EQ(answer["patchType"], "JSONPatch");
+  ASSERT_TRUE(answer["patch"].is_string());
+  // The patch applies to the pod and adds the EFA devices.
+  const std::string encoded = answer["patch"];
+  std::string decoded(encoded.size(), '\0');
+  const int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
+                                     reinterpret_cast<const unsigned char*>(encoded.data()),
+                                     static_cast<int>(encoded.size()));
+  ASSERT_GT(length, 0);
+  decoded.resize(static_cast<size_t>(length));
+  while (!decoded.empty() && decoded.back() == '\0') decoded.pop_back();
+  const Json fixed = BarePod().patch(Json::parse(decoded));
+  EXPECT_EQ(fixed["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"], "32");
+}
+
+TEST_F(WebhookServerTest, ValidateDeniesWithAMessageAndCountsTheFinding) {
+  Json pod = BarePod();
+  pod["spec"]["containers"][0]["env"] = Json::array({{{"name", "NCCL_PROTO"}, {"value", "fast"}}});
+  const Json answer =
+      Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), Review(pod).dump()));
+  EXPECT_EQ(answer["allowed"], false);
+  EXPECT_EQ(answer["status"]["code"], 403);
+  const std::string message = answer["status"]["message"];
+  EXPECT_NE(message.find("[nccl-proto-invalid]"), std::string::npos);
+  EXPECT_NE(message.find(core::GuideLink(core::kDefaultGuideBaseUrl, "efa-config")),
+            std::string::npos);
+  const std::string metrics = Metrics(webhook_);
+  EXPECT_NE(
+      metrics.find(R"(ncclguard_webhook_requests_total{endpoint="validate",result="denied"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      metrics.find(R"(ncclguard_webhook_findings_total{rule="nccl-proto-invalid",level="deny"} 1)"),
+      std::string::npos);
+}
+
+TEST_F(WebhookServerTest, ARuleThatThrowsDeniesThatRequestOnlyAndIsCounted) {
+  Json pod = BarePod();
+  pod["metadata"]["annotations"] = {{"ncclguard.test/throw", "1"}};
+  const Json failed =
+      Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), Review(pod).dump()));
+  EXPECT_EQ(failed["allowed"], false);
+  EXPECT_EQ(failed["status"]["code"], 500);
+  EXPECT_NE(failed["status"]["message"].get<std::string>().find("internal error"),
+            std::string::npos);
+  EXPECT_NE(
+      Metrics(webhook_).find(R"(ncclguard_webhook_internal_errors_total{endpoint="validate"} 1)"),
+      std::string::npos);
+  // The next request is answered normally.
+  const Json next =
+      Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), Review(BarePod()).dump()));
+  EXPECT_EQ(next["allowed"], true);
+}
+
+TEST_F(WebhookServerTest, BadRequestsGetA4xxWithAReasonAndTheServerKeepsServing) {
+  struct Case {
+    std::string name, path, body;
+    CurlOptions options;
+    long status;
+    std::string reason;
+  };
+  Json wrong_version = Review(BarePod());
+  wrong_version["apiVersion"] = "admission.k8s.io/v1beta1";
+  Json no_uid = Review(BarePod());
+  no_uid["request"].erase("uid");
+  Json no_request = Review(BarePod());
+  no_request.erase("request");
+  Json liar = Review(BarePod());
+  liar["request"]["kind"]["kind"] = "Secret";
+  const std::vector<Case> cases = {
+      {"not json", "/mutate", "{nope", {}, 400, "body is not JSON"},
+      {"wrong apiVersion", "/validate", wrong_version.dump(), {}, 400, "v1beta1"},
+      {"missing uid", "/mutate", no_uid.dump(), {}, 400, "request.uid is missing"},
+      {"missing request", "/mutate", no_request.dump(), {}, 400, "review.request"},
+      {"lying kind", "/mutate", liar.dump(), {}, 400, "but request.kind is v1 Secret"},
+      {"wrong content type",
+       "/mutate",
+       Review(BarePod()).dump(),
+       {.content_type = "text/plain"},
+       415,
+       "Content-Type must be application/json"},
+      {"unknown path", "/nope", "{}", {}, 404, "no such path"},
+      {"GET on mutate", "/mutate", "", {.method = "GET"}, 405, "use POST"},
+      {"too large", "/mutate", std::string(8u * 1024u * 1024u, ' '), {}, 413, "exceeds the limit"},
+  };
+  for (const Case& c : cases) {
+    const HttpResult result = Fetch(webhook_.Url(c.path), webhook_.ca_file(), c.body, c.options);
+    EXPECT_EQ(result.status, c.status) << c.name << ": " << result.error << result.body;
+    EXPECT_NE(result.body.find(c.reason), std::string::npos) << c.name << ": " << result.body;
+    EXPECT_EQ(Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "", {.method = "GET"}).status,
+              200)
+        << "after " << c.name;
+  }
+  EXPECT_NE(Metrics(webhook_).find(
+                R"(ncclguard_webhook_requests_total{endpoint="mutate",result="bad_request"} 4)"),
+            std::string::npos);
+}
+
+TEST_F(WebhookServerTest, SlowAndHalfClosedClientsDoNotStopOthers) {
+  const std::string body = Review(BarePod()).dump();
+  const std::string head =
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  // Stalls mid-body and never finishes.
+  RawTlsClient slow(webhook_.port());
+  slow.Send(head + body.substr(0, body.size() / 2));
+  // Sends half a body, then closes its side.
+  RawTlsClient half_closed(webhook_.port());
+  half_closed.Send(head + body.substr(0, 100));
+  half_closed.ShutdownWrite();
+  // Sends headers only, slowly.
+  RawTlsClient headers_only(webhook_.port());
+  headers_only.Send("POST /mutate HTTP/1.1\r\nHost: x\r\n");
+
+  for (int i = 0; i < 5; ++i) {
+    const Json answer = Answer(Fetch(webhook_.Url("/mutate"), webhook_.ca_file(), body));
+    EXPECT_EQ(answer["allowed"], true);
+  }
+  // The half-closed client can still read why its request failed.
+  EXPECT_EQ(half_closed.ReadAll(2000).rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_TRUE(Eventually([&] {
+    return Metrics(webhook_).find(R"(endpoint="mutate",result="client_error"} 1)") !=
+           std::string::npos;
+  }));
+}
+
+TEST_F(WebhookServerTest, ConcurrentClientsEachGetTheirOwnAnswer) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 12; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < 20; ++i) {
+        const std::string uid = "uid-" + std::to_string(c) + "-" + std::to_string(i);
+        const HttpResult result =
+            Fetch(webhook_.Url(i % 2 == 0 ? "/mutate" : "/validate"), webhook_.ca_file(),
+                  Review(BarePod("p" + std::to_string(c)), uid).dump());
+        if (result.status != 200 || Json::parse(result.body)["response"]["uid"] != uid) ++wrong;
+      }
+    });
+  }
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(WebhookServerTest, ARotatedCertificateIsServedWithoutRestart) {
+  EXPECT_NE(RawTlsClient(webhook_.port()).PeerSubject().find("ncclguard-webhook-test"),
+            std::string::npos);
+  const testenv::TlsMaterial rotated = testenv::MakeServingCertificate("rotated-serving-cert");
+  // Mid-rotation: a new certificate with the old key does not load; the old pair stays.
+  WriteFile(webhook_.cert_file(), rotated.cert_pem);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_NE(RawTlsClient(webhook_.port()).PeerSubject().find("ncclguard-webhook-test"),
+            std::string::npos);
+  WriteFile(webhook_.key_file(), rotated.key_pem);
+  EXPECT_TRUE(Eventually([&] {
+    return RawTlsClient(webhook_.port()).PeerSubject().find("rotated-serving-cert") !=
+           std::string::npos;
+  }));
+  const std::string rotated_ca = webhook_.dir() + "/rotated-ca.crt";
+  WriteFile(rotated_ca, rotated.ca_pem);
+  const std::string metrics =
+      Fetch(webhook_.Url("/metrics"), rotated_ca, "", {.method = "GET"}).body;
+  EXPECT_NE(metrics.find(R"(ncclguard_webhook_certificate_reloads_total{result="success"} 1)"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(R"(ncclguard_webhook_certificate_reloads_total{result="failure"})"),
+            std::string::npos);
+}
+
+TEST_F(WebhookServerTest, Tls11AndTls12AreRefusedByDefaultAndHttp2IsNotOffered) {
+  const HttpResult tls11 = Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "",
+                                 {.method = "GET", .ssl_version = kTls11Only});
+  EXPECT_EQ(tls11.status, 0);
+  EXPECT_FALSE(tls11.error.empty());
+  const HttpResult tls12 = Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "",
+                                 {.method = "GET", .ssl_version = kTls12Only});
+  EXPECT_EQ(tls12.status, 0);
+  const HttpResult h2 =
+      Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "", {.method = "GET", .ask_http2 = true});
+  EXPECT_EQ(h2.status, 200);
+  EXPECT_EQ(h2.http_version, CURL_HTTP_VERSION_1_1);
+}
+
+TEST(WebhookServerTls12, Tls12IsAcceptedWhenConfiguredAndTls11StillRefused) {
+  ServedWebhook webhook([](ServerConfig& config) { config.tls_min_version = TlsVersion::V1_2; });
+  const HttpResult tls12 = Fetch(webhook.Url("/healthz"), webhook.ca_file(), "",
+                                 {.method = "GET", .ssl_version = kTls12Only});
+  EXPECT_EQ(tls12.status, 200) << tls12.error;
+  const HttpResult tls11 = Fetch(webhook.Url("/healthz"), webhook.ca_file(), "",
+                                 {.method = "GET", .ssl_version = kTls11Only});
+  EXPECT_EQ(tls11.status, 0);
+}
+
+TEST(WebhookServerStartup, RefusesAKeyThatDoesNotMatchTheCertificate) {
+  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-bad");
+  const testenv::TlsMaterial one = testenv::MakeServingCertificate("one");
+  const testenv::TlsMaterial two = testenv::MakeServingCertificate("two");
+  WriteFile(dir + "/tls.crt", one.cert_pem);
+  WriteFile(dir + "/tls.key", two.key_pem);
+  ServerConfig config;
+  config.tls_cert_file = dir + "/tls.crt";
+  config.tls_key_file = dir + "/tls.key";
+  try {
+    WebhookServer server(config);
+    FAIL() << "a mismatched key was accepted";
+  } catch (const TlsError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("PRIVATE KEY"), std::string::npos);  // no key material
+  }
+  config.tls_key_file = dir + "/missing.key";
+  EXPECT_THROW(WebhookServer{config}, TlsError);
+}
+
+TEST(WebhookServerShutdown, InFlightRequestsFinishBeforeTheListenerCloses) {
+  ServedWebhook webhook;
+  const std::string body = Review(BarePod()).dump();
+  RawTlsClient client(webhook.port());
+  client.Send(
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request is in flight
+  std::thread shutdown([&] { webhook.server().Shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(webhook.server().Ready());
+  client.Send(body.substr(200));
+  const std::string response = client.ReadAll(3000);
+  shutdown.join();
+  EXPECT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response;
+  EXPECT_NE(response.find("\"uid\":\"uid-1\""), std::string::npos);
+  EXPECT_NE(response.find("Connection: close"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ncclguard::webhook::testing
