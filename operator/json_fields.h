@@ -1,0 +1,18 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/json.h"
+
+namespace ncclguard::controllers {
+
+// Lenient reads of cached objects: a missing field, or one of the wrong type, reads as the
+// fallback. Status written by other controllers is input we do not own; it must never throw.
+std::string StringField(const core::Json& object, std::string_view key,
+                        std::string_view fallback = "");
+std::int64_t IntField(const core::Json& object, std::string_view key, std::int64_t fallback = 0);
+bool BoolField(const core::Json& object, std::string_view key, bool fallback = false);
+
+}  // namespace ncclguard::controllers
