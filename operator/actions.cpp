@@ -24,7 +24,7 @@ Json EventObject(const RecordEvent& event, std::string_view reporting_instance,
   return Json{
       {"apiVersion", "events.k8s.io/v1"},
       {"kind", "Event"},
-      {"metadata", {{"generateName", r.name.substr(0, 200) + "."}, {"namespace", r.namespace_}}},
+      {"metadata", {{"generateName", r.name.substr(0, 200) + "-"}, {"namespace", r.namespace_}}},
       {"eventTime", now_rfc3339_micro},
       {"reportingController", kReportingController},
       {"reportingInstance", reporting_instance},
