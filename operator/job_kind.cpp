@@ -11,13 +11,13 @@ namespace {
 //   batch/v1 Job controller (Kubernetes >= 1.27): batch.kubernetes.io/job-name
 constexpr std::array<KindInfo, 4> kKinds{{
     {JobKind::PyTorchJob, "kubeflow.org/v1", "PyTorchJob", "pytorchjobs",
-     "training.kubeflow.org/job-name", "/spec/runPolicy/suspend", ConditionStyle::Kubeflow},
+     "training.kubeflow.org/job-name", "/spec/runPolicy/suspend", ConditionStyle::Kubeflow, true},
     {JobKind::MpiJob, "kubeflow.org/v2beta1", "MPIJob", "mpijobs", "training.kubeflow.org/job-name",
-     "/spec/runPolicy/suspend", ConditionStyle::Kubeflow},
+     "/spec/runPolicy/suspend", ConditionStyle::Kubeflow, false},
     {JobKind::JobSet, "jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets",
-     "jobset.sigs.k8s.io/jobset-name", "/spec/suspend", ConditionStyle::Meta},
+     "jobset.sigs.k8s.io/jobset-name", "/spec/suspend", ConditionStyle::Meta, true},
     {JobKind::BatchJob, "batch/v1", "Job", "jobs", "batch.kubernetes.io/job-name", "/spec/suspend",
-     ConditionStyle::Batch},
+     ConditionStyle::Batch, true},
 }};
 
 std::string_view Group(std::string_view api_version) {

@@ -32,6 +32,10 @@ struct KindInfo {
   std::string_view pod_job_label;
   std::string_view suspend_field;  // JSON Pointer of the suspend flag
   ConditionStyle condition_style;
+  // Whether ncclguard makes the rendezvous Service. The mpi-operator makes its own headless
+  // Service named after the MPIJob (and sets its pods' subdomain to it) and resets the selector of
+  // any Service of that name it controls, so a second writer would fight it.
+  bool ncclguard_makes_service;
 };
 
 const KindInfo& Info(JobKind kind);

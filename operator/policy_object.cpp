@@ -1,6 +1,7 @@
 #include "operator/policy_object.h"
 
 #include "core/errors.h"
+#include "operator/conditions.h"
 #include "operator/json_fields.h"
 
 namespace ncclguard::controllers {
@@ -23,6 +24,29 @@ core::Policy PolicyFromObject(const core::Json& object) {
   } catch (const core::PolicyError& e) {
     throw core::PolicyError(name + ": " + e.what());
   }
+}
+
+std::optional<core::Json> PolicyStatusPatch(const core::Json& object,
+                                            const std::optional<std::string>& error,
+                                            Timestamp now) {
+  const Condition accepted{"Accepted", error ? "False" : "True", error ? "Invalid" : "Valid",
+                           error ? *error : "the controller and the webhook use this policy",
+                           std::nullopt};
+  const std::int64_t generation = object.is_object() && object.contains("metadata")
+                                      ? IntField(object["metadata"], "generation")
+                                      : 0;
+  auto conditions = WithCondition(object, accepted, ConditionStyle::Meta, now);
+  const bool generation_current =
+      object.is_object() && object.contains("status") &&
+      IntField(object["status"], "observedGeneration", -1) == generation;
+  if (!conditions && generation_current) return std::nullopt;
+  core::Json status{{"observedGeneration", generation}};
+  if (conditions) {
+    status["conditions"] = std::move(*conditions);
+  } else {
+    status["conditions"] = object["status"]["conditions"];
+  }
+  return core::Json{{"status", std::move(status)}};
 }
 
 std::optional<std::string> PolicyHolder::Update(const std::optional<core::Json>& object) {

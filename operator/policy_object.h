@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "core/policy.h"
+#include "operator/timestamps.h"
 
 namespace ncclguard::controllers {
 
@@ -19,6 +20,12 @@ core::Policy PolicyFromObject(const core::Json& object);
 
 // The policy in force: follows the NcclPolicy object as it changes, keeps the last good policy
 // when an update is unusable, and falls back to the defaults when the object is deleted.
+// The status merge patch that tells the NcclPolicy's author whether the controller uses it:
+// condition Accepted=True (reason Valid) or Accepted=False (reason Invalid, message = the error),
+// and observedGeneration. nullopt when the status already says so.
+std::optional<core::Json> PolicyStatusPatch(const core::Json& object,
+                                            const std::optional<std::string>& error, Timestamp now);
+
 class PolicyHolder {
  public:
   const core::Policy& Current() const { return current_; }

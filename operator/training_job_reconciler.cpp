@@ -74,9 +74,13 @@ class JobReconcile {
     } else if (gate == std::string(kGateAdmitted)) {
       RepairAdmittedCondition();
     }
-    if (spec_error_ && !pending) {
-      SetCondition({std::string(kPreflightCondition), "Unknown", "SpecUnreadable",
-                    SpecErrorMessage(), std::nullopt});
+    if (spec_error_) {
+      if (!pending) {
+        SetCondition({std::string(kPreflightCondition), "Unknown", "SpecUnreadable",
+                      SpecErrorMessage(), std::nullopt});
+      }
+      Event("Warning", "SpecUnreadable", "Validate",
+            SpecErrorMessage() + "; `ncclguard lint` on the manifest reports the same");
     }
     if (managed) DiagnoseFailures(held ? &*held : nullptr);
     return Finish();
@@ -104,6 +108,7 @@ class JobReconcile {
   }
 
   void EnsureService() {
+    if (!info_.ncclguard_makes_service) return;
     if (ref_.uid.empty()) return;  // not yet persisted: no owner reference possible
     const Json desired = DesiredService(job_, key_.kind, policy_, master_addr_);
     const std::string name = desired["metadata"]["name"].get<std::string>();
@@ -157,8 +162,7 @@ class JobReconcile {
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
     SetCondition(
         {std::string(kPreflightCondition), status, verdict.reason, verdict.message, std::nullopt});
-    Event(status == "True" ? "Normal" : "Warning", "Admitted", "Release",
-          "released by the ncclguard gate: " + verdict.message);
+    Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
     return std::nullopt;
   }
 

@@ -497,6 +497,14 @@ TEST_F(OperatorAgainstApiServer, NcclPolicySchemaAndConversion) {
   ASSERT_TRUE(error);
   EXPECT_NE(error->find("spec.rules.no-such-rule"), std::string::npos) << *error;
   EXPECT_EQ(holder.Current().rendezvous_port, 23456);
+  // The author sees why on the object.
+  const auto status = controllers::PolicyStatusPatch(ToCore(unknown_rule.Json()), error, Now());
+  ASSERT_TRUE(status);
+  const KubeResponse reported = client_->Request("PATCH", path + "/default/status", status->dump(),
+                                                 "application/merge-patch+json");
+  ASSERT_EQ(reported.status, 200) << reported.body;
+  EXPECT_EQ(reported.Json()["status"]["conditions"][0]["reason"], "Invalid");
+  EXPECT_FALSE(controllers::PolicyStatusPatch(ToCore(reported.Json()), error, Now()));
   client_->Delete(path + "/default");
 }
 

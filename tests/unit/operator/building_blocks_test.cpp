@@ -230,5 +230,29 @@ TEST(PolicyObject, HolderKeepsTheLastGoodPolicy) {
   EXPECT_EQ(holder.Current().rendezvous_port, 29500);
 }
 
+TEST(PolicyObject, StatusSaysWhetherThePolicyIsUsed) {
+  Json object{{"apiVersion", "ncclguard.io/v1alpha1"},
+              {"kind", "NcclPolicy"},
+              {"metadata", {{"name", "default"}, {"generation", 3}}},
+              {"spec", Json::object()}};
+  auto patch = PolicyStatusPatch(object, std::nullopt, kT0);
+  ASSERT_TRUE(patch);
+  EXPECT_EQ((*patch)["status"]["observedGeneration"], 3);
+  EXPECT_EQ((*patch)["status"]["conditions"][0]["reason"], "Valid");
+  object.merge_patch(*patch);
+  EXPECT_FALSE(PolicyStatusPatch(object, std::nullopt, kT0 + std::chrono::hours(1)));
+
+  patch = PolicyStatusPatch(object, "NcclPolicy default: spec.rules.x: no rule with this id", kT0);
+  ASSERT_TRUE(patch);
+  EXPECT_EQ((*patch)["status"]["conditions"][0]["status"], "False");
+  EXPECT_EQ((*patch)["status"]["conditions"][0]["reason"], "Invalid");
+  object.merge_patch(*patch);
+  object["metadata"]["generation"] = 4;  // a new spec, still invalid: only the generation moves
+  patch = PolicyStatusPatch(object, "NcclPolicy default: spec.rules.x: no rule with this id", kT0);
+  ASSERT_TRUE(patch);
+  EXPECT_EQ((*patch)["status"]["observedGeneration"], 4);
+  EXPECT_EQ((*patch)["status"]["conditions"][0]["status"], "False");
+}
+
 }  // namespace
 }  // namespace ncclguard::test

@@ -144,6 +144,16 @@ TEST_F(Reconciler, AcceptsAServiceTheJobsOwnOperatorMade) {
   EXPECT_TRUE(Reconcile({JobKind::JobSet, "team-a", "js"}).actions.empty());
 }
 
+TEST_F(Reconciler, LeavesTheMpiJobServiceToTheMpiOperator) {
+  Json mpi{{"apiVersion", "kubeflow.org/v2beta1"},
+           {"kind", "MPIJob"},
+           {"metadata", {{"name", "bert"}, {"namespace", "team-a"}}},
+           {"spec", {{"mpiReplicaSpecs", Json::object()}}}};
+  cluster_.AddJob(mpi);
+  EXPECT_TRUE(Reconcile({JobKind::MpiJob, "team-a", "bert"}).actions.empty());
+  EXPECT_EQ(cluster_.ServiceCount(), 0u);
+}
+
 TEST_F(Reconciler, HoldsAGatedJobUntilEnoughNodesAreValidated) {
   cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));  // 4 pods x 8 GPUs = 4 nodes
   AddP5Nodes(3, 1);
@@ -298,6 +308,9 @@ TEST_F(Reconciler, ASpecTheRulesCannotReadGetsAConditionNotACrash) {
       preflight["message"].get<std::string>().find("/spec/pytorchReplicaSpecs/Worker/replicas"),
       std::string::npos)
       << preflight["message"];
+  bool reported = false;
+  for (const Json& e : cluster_.events()) reported |= e["reason"] == "SpecUnreadable";
+  EXPECT_TRUE(reported);
   // Fail safe: an unreadable spec is not held forever.
   EXPECT_EQ(stored["spec"]["runPolicy"]["suspend"], false);
   EXPECT_TRUE(Reconcile(key_).actions.empty());
