@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "operator/json_fields.h"
+
 namespace ncclguard::controllers {
 namespace {
 
@@ -19,14 +21,7 @@ std::string StringField(const Json& object, const char* key) {
 }
 
 // Only the message is bounded by every schema we write to (metav1.Condition: 32768).
-std::string Bounded(std::string message) {
-  constexpr std::size_t kMax = 4096;
-  if (message.size() > kMax) {
-    message.resize(kMax - 3);
-    message += "...";
-  }
-  return message;
-}
+std::string Bounded(std::string message) { return TruncateUtf8(std::move(message), 4096); }
 
 }  // namespace
 

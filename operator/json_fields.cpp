@@ -20,4 +20,13 @@ bool BoolField(const core::Json& object, std::string_view key, bool fallback) {
   return it != object.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+std::string TruncateUtf8(std::string text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t cut = max_bytes < 3 ? 0 : max_bytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+  text += "...";
+  return text;
+}
+
 }  // namespace ncclguard::controllers

@@ -32,13 +32,7 @@ std::string NoteOf(const Json& event) {
   return note.empty() ? StringField(event, "message") : note;
 }
 
-std::string BoundedNote(std::string note) {
-  if (note.size() > kMaxEventNote) {
-    note.resize(kMaxEventNote - 3);
-    note += "...";
-  }
-  return note;
-}
+std::string BoundedNote(std::string note) { return TruncateUtf8(std::move(note), kMaxEventNote); }
 
 // Everything one reconcile of one job works with.
 class JobReconcile {

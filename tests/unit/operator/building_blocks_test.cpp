@@ -7,6 +7,7 @@
 #include "operator/conditions.h"
 #include "operator/gate.h"
 #include "operator/job_kind.h"
+#include "operator/json_fields.h"
 #include "operator/policy_object.h"
 #include "operator/timestamps.h"
 #include "tests/unit/operator/fake_cluster.h"
@@ -38,6 +39,16 @@ TEST(JobKind, RecognisesObjectsByGroupAndKind) {
   EXPECT_FALSE(KindOfObject(Json{{"apiVersion", "other.io/v1"}, {"kind", "Job"}}));
   EXPECT_FALSE(KindOfObject(Json::array()));
   EXPECT_FALSE(KindOfObject(Json{{"apiVersion", 1}, {"kind", "Job"}}));
+}
+
+TEST(TruncateUtf8, NeverTearsASequence) {
+  EXPECT_EQ(TruncateUtf8("short", 10), "short");
+  const std::string dashes = "ab\u2014\u2014\u2014";  // 2 + 3 x 3 bytes
+  for (std::size_t max = 3; max <= dashes.size(); ++max) {
+    const std::string cut = TruncateUtf8(dashes, max);
+    EXPECT_LE(cut.size(), std::max<std::size_t>(max, 3));
+    EXPECT_NO_THROW((void)Json(cut).dump()) << max;
+  }
 }
 
 TEST(Timestamps, FormatAndParse) {
