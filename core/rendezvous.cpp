@@ -12,8 +12,10 @@ namespace {
 constexpr std::size_t kMaxLabel = 63;
 
 std::string Name(const Json& job) {
-  const auto name = OptionalString(job, JsonPointer("/metadata/name"));
-  return name.value_or("");
+  const JsonPointer at("/metadata/name");
+  return job.is_object() && job.contains(at) && job.at(at).is_string()
+             ? job.at(at).get<std::string>()
+             : "";
 }
 
 // FNV-1a: stable across processes and versions, unlike std::hash.
@@ -64,8 +66,12 @@ std::string RendezvousServiceName(const Json& job) {
                         ? job["kind"].get<std::string>()
                         : std::string();
   if (kind == "JobSet") {
-    const auto subdomain = OptionalString(job, JsonPointer("/spec/network/subdomain"));
-    if (subdomain && !subdomain->empty()) return AsLabel(*subdomain);
+    // Read leniently: a malformed subdomain is reported by the rules, not here.
+    const JsonPointer at("/spec/network/subdomain");
+    if (job.contains(at) && job.at(at).is_string() &&
+        !job.at(at).get_ref<const std::string&>().empty()) {
+      return AsLabel(job.at(at).get_ref<const std::string&>());
+    }
   }
   return AsLabel(name);
 }

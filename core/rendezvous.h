@@ -15,12 +15,13 @@ namespace ncclguard::core {
 // The headless Service of a training job, which is also its pods' `subdomain`: the job's name
 // (a JobSet's spec.network.subdomain when set), made a valid DNS-1035 label (a name that is not
 // one is shortened or rewritten and gets a hash suffix, so different jobs keep different names).
-// Empty for an object without a name.
+// Empty for an object without a name. Never throws.
 std::string RendezvousServiceName(const Json& job);
 
 // The hostname of the pod that hosts rank 0, as the kind's operator names it:
 // PyTorchJob <name>-master-0 (or <name>-worker-0 without a Master), MPIJob <name>-worker-0,
 // JobSet <name>-<first replicatedJob>-0-0, Indexed batch Job <name>-0. nullopt for other objects.
+// Throws InputError when a field it reads has the wrong type.
 std::optional<std::string> RankZeroHostname(const Json& job);
 
 // <rank-0 hostname>.<service>.<namespace>.svc.<cluster_domain>, the MASTER_ADDR of the job.

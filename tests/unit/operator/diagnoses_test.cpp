@@ -7,6 +7,7 @@
 #include "core/catalog.h"
 #include "operator/diagnosis.h"
 #include "tests/unit/operator/fake_cluster.h"
+#include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
 namespace {
@@ -41,6 +42,18 @@ TEST(DiagnosisRegistry, CoversExactlyTheCatalogInRankOrder) {
   std::set<std::string> catalog;
   for (const auto& entry : core::Diagnoses()) catalog.insert(std::string(entry.id));
   EXPECT_EQ(registered, catalog);
+}
+
+TEST(DiagnosisRegistry, DocsListEveryDiagnosisWithItsGuideSection) {
+  const std::string docs = ReadFile(SourcePath("docs/operator.md"));
+  for (const auto* d : DiagnosisRegistry::All()) {
+    const std::string row = "| `" + std::string(d->Info().id) + "` |";
+    const auto at = docs.find(row);
+    ASSERT_NE(at, std::string::npos) << d->Info().id << " missing from docs/operator.md";
+    const std::string line = docs.substr(at, docs.find('\n', at) - at);
+    EXPECT_NE(line.find("(guide.md#" + std::string(d->Info().slug) + ")"), std::string::npos)
+        << line;
+  }
 }
 
 TEST(Diagnoses, ContainerOomKilledFromReasonOrExitCode) {

@@ -316,6 +316,23 @@ TEST_F(Reconciler, ASpecTheRulesCannotReadGetsAConditionNotACrash) {
   EXPECT_TRUE(Reconcile(key_).actions.empty());
 }
 
+TEST_F(Reconciler, AMalformedJobSetSubdomainIsReportedNotThrown) {
+  Json js{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+          {"kind", "JobSet"},
+          {"metadata", {{"name", "js"}, {"namespace", "team-a"}}},
+          {"spec", {{"network", {{"subdomain", 5}}}, {"replicatedJobs", {{{"name", 7}}}}}}};
+  cluster_.AddJob(js);
+  const JobKey key{JobKind::JobSet, "team-a", "js"};
+  controllers::ReconcileResult result;
+  ASSERT_NO_THROW(result = Reconcile(key));
+  const auto creates = Only<CreateObject>(result.actions);
+  ASSERT_EQ(creates.size(), 1u);
+  EXPECT_EQ(creates[0].object["metadata"]["name"], "js");
+  EXPECT_FALSE(creates[0].object["metadata"].contains("annotations"));
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  EXPECT_EQ(Condition(cluster_.JobObject(key), "NcclPreflight")["reason"], "SpecUnreadable");
+}
+
 TEST_F(Reconciler, GarbageInTheCacheNeverThrows) {
   Json job = P5PyTorchJob("team-a", "llama", 1, false);
   job["status"] = {{"conditions", {"not-a-condition", {{"type", 7}}}}};
