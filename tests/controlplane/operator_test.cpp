@@ -323,6 +323,62 @@ TEST_F(OperatorAgainstApiServer, BatchJobAcceptsOurConditionsAndRelease) {
             "train");
 }
 
+TEST_F(OperatorAgainstApiServer, MpiJobAndJobSetAreReleasedThroughTheirSuspendFields) {
+  const std::string mpijobs = "/apis/kubeflow.org/v2beta1/namespaces/" + namespace_ + "/mpijobs";
+  const std::string jobsets =
+      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
+  const nlohmann::json pending = {{"ncclguard.io/gate", "pending"}};
+  ASSERT_EQ(
+      client_
+          ->Post(mpijobs, {{"apiVersion", "kubeflow.org/v2beta1"},
+                           {"kind", "MPIJob"},
+                           {"metadata", {{"name", "bert"}, {"annotations", pending}}},
+                           {"spec",
+                            {{"slotsPerWorker", 8},
+                             {"runPolicy", {{"suspend", true}}},
+                             {"mpiReplicaSpecs",
+                              {{"Launcher",
+                                {{"replicas", 1},
+                                 {"template",
+                                  {{"spec",
+                                    {{"containers",
+                                      {{{"name", "l"}, {"image", "registry.invalid/mpi:1"}}}}}}}}}},
+                               {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}})
+          .status,
+      201);
+  ASSERT_EQ(client_
+                ->Post(jobsets,
+                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                        {"kind", "JobSet"},
+                        {"metadata", {{"name", "js"}, {"annotations", pending}}},
+                        {"spec",
+                         {{"suspend", true},
+                          {"replicatedJobs",
+                           {{{"name", "workers"},
+                             {"replicas", 2},
+                             {"template",
+                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
+                .status,
+            201);
+  AddNode("a", "Pass");
+  AddNode("b", "Pass");
+  const JobKey mpi{JobKind::MpiJob, namespace_, "bert"};
+  const JobKey js{JobKind::JobSet, namespace_, "js"};
+  Settle(mpi);
+  Settle(js);
+  const nlohmann::json bert = Get(mpijobs + "/bert");
+  EXPECT_EQ(bert["spec"]["runPolicy"]["suspend"], false);  // 2 workers x 8 GPUs on 2 nodes
+  EXPECT_EQ(ConditionOf(bert, "NcclPreflight")["reason"], "ValidatedNodesAvailable");
+  EXPECT_EQ(client_->Get("/api/v1/namespaces/" + namespace_ + "/services/bert").status, 404)
+      << "the mpi-operator makes the MPIJob's Service";
+  const nlohmann::json jobset = Get(jobsets + "/js");
+  EXPECT_EQ(jobset["spec"]["suspend"], false);
+  EXPECT_EQ(jobset["metadata"]["annotations"]["ncclguard.io/gate"], "admitted");
+  const auto preflight = ConditionOf(jobset, "NcclPreflight");
+  EXPECT_EQ(preflight["status"], "True");
+  EXPECT_FALSE(preflight.contains("lastUpdateTime"));  // metav1.Condition shape
+}
+
 TEST_F(OperatorAgainstApiServer, PodFailuresThroughTheStatusSubresourceAreDiagnosed) {
   const std::string jobs = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
   nlohmann::json jobset{
