@@ -36,15 +36,10 @@ void ForEachStatus(const std::vector<Json>& pods,
   }
 }
 
-std::string StringOf(const Json& object, const char* key) {
-  const Json* value = Field(object, key);
-  return value != nullptr && value->is_string() ? value->get<std::string>() : "";
-}
-
 }  // namespace
 
 std::string Subject(const Json& pod, const Json& container_status) {
-  return "pod " + Name(pod) + " container " + StringOf(container_status, "name");
+  return "pod " + Name(pod) + " container " + StringField(container_status, "name");
 }
 
 void ForEachTermination(
@@ -65,7 +60,7 @@ void ForEachWaiting(
   ForEachStatus(pods, [&](const Json& pod, const Json& s) {
     const Json* state = Field(s, "state");
     const Json* waiting = state != nullptr ? Field(*state, "waiting") : nullptr;
-    if (waiting != nullptr && waiting->is_object() && !StringOf(*waiting, "reason").empty()) {
+    if (waiting != nullptr && waiting->is_object() && !StringField(*waiting, "reason").empty()) {
       fn(pod, s, *waiting);
     }
   });
@@ -80,21 +75,21 @@ std::vector<std::string> SchedulingFailures(const std::vector<Json>& pods,
     const Json* conditions = status != nullptr ? Field(*status, "conditions") : nullptr;
     if (conditions == nullptr || !conditions->is_array()) continue;
     for (const Json& c : *conditions) {
-      if (StringOf(c, "type") != "PodScheduled" || StringOf(c, "status") != "False") continue;
-      const std::string message = StringOf(c, "message");
+      if (StringField(c, "type") != "PodScheduled" || StringField(c, "status") != "False") continue;
+      const std::string message = StringField(c, "message");
       if (Contains(message, needle)) lines.push_back("pod " + Name(pod) + ": " + message);
     }
   }
   for (const Json& event : events) {
-    if (StringOf(event, "reason") != "FailedScheduling") continue;
+    if (StringField(event, "reason") != "FailedScheduling") continue;
     // core/v1 Events say `message` and `involvedObject`; events.k8s.io/v1 say `note`, `regarding`.
-    std::string message = StringOf(event, "note");
-    if (message.empty()) message = StringOf(event, "message");
+    std::string message = StringField(event, "note");
+    if (message.empty()) message = StringField(event, "message");
     if (!Contains(message, needle)) continue;
     const Json* about = Field(event, "regarding");
     if (about == nullptr) about = Field(event, "involvedObject");
-    const std::string kind = about != nullptr ? StringOf(*about, "kind") : "";
-    const std::string name = about != nullptr ? StringOf(*about, "name") : "";
+    const std::string kind = about != nullptr ? StringField(*about, "kind") : "";
+    const std::string name = about != nullptr ? StringField(*about, "name") : "";
     std::string subject = kind == "Pod" ? "pod " + name : (kind.empty() ? "" : kind + " " + name);
     lines.push_back((subject.empty() ? std::string() : subject + ": ") + message);
   }
