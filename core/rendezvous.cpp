@@ -1,0 +1,112 @@
+#include "core/rendezvous.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "core/json_access.h"
+#include "core/workload.h"
+
+namespace ncclguard::core {
+namespace {
+
+constexpr std::size_t kMaxLabel = 63;
+
+std::string Name(const Json& job) {
+  const JsonPointer at("/metadata/name");
+  return job.is_object() && job.contains(at) && job.at(at).is_string()
+             ? job.at(at).get<std::string>()
+             : "";
+}
+
+// FNV-1a: stable across processes and versions, unlike std::hash.
+std::uint32_t Fnv1a(std::string_view text) {
+  std::uint32_t hash = 2166136261u;
+  for (char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+std::string AsLabel(std::string_view name) {
+  if (IsDns1035Label(name)) return std::string(name);
+  std::string label;
+  for (char c : name) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (c >= 'A' && c <= 'Z') {
+      label += static_cast<char>(c - 'A' + 'a');
+    } else {
+      label += alnum ? c : '-';
+    }
+  }
+  if (label.empty() || label.front() < 'a' || label.front() > 'z') label.insert(0, "j-");
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "-%05x", Fnv1a(name) & 0xfffffu);
+  const std::size_t keep = kMaxLabel - 6;
+  if (label.size() > keep) label.resize(keep);
+  while (!label.empty() && label.back() == '-') label.pop_back();
+  return label + suffix;
+}
+
+}  // namespace
+
+bool IsDns1035Label(std::string_view name) {
+  if (name.empty() || name.size() > kMaxLabel) return false;
+  if (name.front() < 'a' || name.front() > 'z' || name.back() == '-') return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+std::string RendezvousServiceName(const Json& job) {
+  const std::string name = Name(job);
+  if (name.empty()) return "";
+  const auto kind = job.is_object() && job.contains("kind") && job["kind"].is_string()
+                        ? job["kind"].get<std::string>()
+                        : std::string();
+  if (kind == "JobSet") {
+    // Read leniently: a malformed subdomain is reported by the rules, not here.
+    const JsonPointer at("/spec/network/subdomain");
+    if (job.contains(at) && job.at(at).is_string() &&
+        !job.at(at).get_ref<const std::string&>().empty()) {
+      return AsLabel(job.at(at).get_ref<const std::string&>());
+    }
+  }
+  return AsLabel(name);
+}
+
+std::optional<std::string> RankZeroHostname(const Json& job) {
+  const auto workload = ParseWorkload(job);
+  const std::string name = Name(job);
+  if (!workload || name.empty()) return std::nullopt;
+  switch (workload->kind) {
+    case WorkloadKind::PyTorchJob: {
+      const bool has_master =
+          OptionalObject(job, JsonPointer("/spec/pytorchReplicaSpecs/Master")) != nullptr;
+      return name + (has_master ? "-master-0" : "-worker-0");
+    }
+    case WorkloadKind::MpiJob:
+      return name + "-worker-0";
+    case WorkloadKind::JobSet: {
+      const auto first = OptionalString(job, JsonPointer("/spec/replicatedJobs/0/name"));
+      if (!first) return std::nullopt;
+      return name + "-" + *first + "-0-0";
+    }
+    case WorkloadKind::BatchJob:
+      return name + "-0";
+    case WorkloadKind::Pod:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> MasterAddress(const Json& job, std::string_view cluster_domain) {
+  const auto host = RankZeroHostname(job);
+  const auto ns = OptionalString(job, JsonPointer("/metadata/namespace"));
+  if (!host || !ns || ns->empty()) return std::nullopt;
+  return *host + "." + RendezvousServiceName(job) + "." + *ns + ".svc." +
+         std::string(cluster_domain);
+}
+
+}  // namespace ncclguard::core

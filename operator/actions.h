@@ -1,0 +1,69 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/json.h"
+
+namespace ncclguard::controllers {
+
+using core::Json;
+
+// The object an action targets. `resource` is the REST plural ("pytorchjobs", "services").
+struct ObjectRef {
+  std::string api_version;
+  std::string kind;
+  std::string resource;
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+};
+
+// POST `object` to its collection. AlreadyExists means another writer won; requeue.
+struct CreateObject {
+  ObjectRef target;  // where it goes (name = the new object's name)
+  Json object;
+};
+
+// A JSON merge patch (application/merge-patch+json), on the object or its status subresource.
+// A patch that carries metadata.resourceVersion fails with Conflict when the object changed
+// since the controller read it; the executor then requeues and the reconciler reads again.
+struct MergePatch {
+  ObjectRef target;
+  bool status_subresource = false;
+  Json patch;
+};
+
+// An events.k8s.io/v1 Event about `regarding`.
+struct RecordEvent {
+  ObjectRef regarding;
+  std::string type;    // Normal | Warning
+  std::string reason;  // a diagnosis id, or a CamelCase controller reason
+  std::string action;  // what the controller did or saw: Gate, Release, Diagnose, Rendezvous
+  std::string note;
+};
+
+using Action = std::variant<CreateObject, MergePatch, RecordEvent>;
+
+// What one reconcile decided. The executor applies the actions in order and stops at the first
+// that fails (and requeues with backoff); the next reconcile reads the state again.
+struct ReconcileResult {
+  std::vector<Action> actions;
+  std::optional<std::chrono::seconds> requeue_after;
+};
+
+inline constexpr std::string_view kReportingController = "ncclguard.io/controller";
+
+// The REST path of the target ("/apis/kubeflow.org/v1/namespaces/ns/pytorchjobs/name"), or of its
+// collection when `collection` is true; `/status` appended for a status patch.
+std::string RestPath(const ObjectRef& target, bool collection = false, bool status = false);
+
+// The events.k8s.io/v1 Event body for `event` (eventTime = `now_rfc3339_micro`, name generated
+// by the server from generateName).
+Json EventObject(const RecordEvent& event, std::string_view reporting_instance,
+                 std::string_view now_rfc3339_micro);
+
+}  // namespace ncclguard::controllers
