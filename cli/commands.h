@@ -28,4 +28,20 @@ int RunLint(const std::vector<std::string>& files, OutputFormat format,
 int RunFix(const std::vector<std::string>& files, const PolicyOptions& options);
 int RunExplain(const std::string& id, bool all, bool markdown, const PolicyOptions& options);
 
+// `ncclguard probe --once`: runs the node checks and prints the report. Exit 0: no check
+// failed; 1: a check failed; 2: the probe could not run (bad flags or inputs).
+struct ProbeCommandOptions {
+  bool once = false;
+  OutputFormat format = OutputFormat::Text;
+  std::string host_root = "/";
+  std::optional<std::string> instance_type;
+  std::optional<std::string> instance_type_file;
+  std::string node_name;
+  bool bandwidth = false;
+  std::vector<std::string> checks;  // empty: all
+  double check_timeout_seconds = 10;
+  std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
+};
+int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy);
+
 }  // namespace ncclguard::cli
