@@ -9,8 +9,7 @@ ProbeContext::ProbeContext(ProbeOptions options, std::shared_ptr<FactSources> so
 
 std::string ProbeContext::CatalogGap() const {
   if (!options_.instance_type)
-    return "instance type unknown (" + options_.instance_type_source +
-           "); pass --instance-type or --instance-type-file";
+    return "instance type unknown: pass --instance-type or --instance-type-file";
   if (instance_ == nullptr)
     return "instance type " + *options_.instance_type +
            " is not in the instance catalog (add it to the policy's instanceTypes)";

@@ -43,7 +43,7 @@ ResolvedInstanceType ResolveInstanceType(const std::optional<std::string>& flag,
     const std::string name = Trim(*product.content);
     if (LooksLikeInstanceType(name)) return {name, "DMI product name"};
   }
-  return {std::nullopt, "no --instance-type, no --instance-type-file, not an EC2 DMI product name"};
+  return {std::nullopt, "not given, and no EC2 DMI product name under the host root"};
 }
 
 }  // namespace ncclguard::probes

@@ -39,7 +39,7 @@ EfaSysfsCount CountEfaDevices(const HostFiles& files) {
   EfaSysfsCount count;
   for (const std::string& device : files.List("/sys/class/infiniband")) {
     const auto vendor = files.Read("/sys/class/infiniband/" + device + "/device/vendor", 64);
-    if (!vendor.content || Trim(*vendor.content).empty()) {
+    if (!vendor.content || !Trim(*vendor.content).starts_with("0x")) {
       count.unreadable.push_back(device);
     } else if (Trim(*vendor.content) == "0x1d0f") {
       ++count.devices;
