@@ -48,7 +48,14 @@ std::vector<std::string> Domains(const Api& api, const std::string& provider,
   hints->fabric_attr->prov_name = strdup(provider.c_str());
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = required_caps;
-  if (required_caps & FI_HMEM) hints->domain_attr->mr_mode = FI_MR_HMEM | FI_MR_LOCAL;
+  // Declare support for every mode and memory-registration mode bit, as NCCL's OFI plugin
+  // effectively does: a provider that needs one the hints lack would be filtered out, and the
+  // efa provider needs FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY (and
+  // FI_MR_HMEM for device memory).
+  hints->mode = ~0ULL;
+  hints->domain_attr->mode = ~0ULL;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM;
   fi_info* infos = nullptr;
   const int rc = api.get_info(kApiVersion, nullptr, nullptr, 0, hints, &infos);
   api.free_info(hints);
