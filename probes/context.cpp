@@ -16,10 +16,6 @@ std::string ProbeContext::CatalogGap() const {
   return "";
 }
 
-std::string ProbeContext::InstanceLabel() const {
-  return options_.instance_type ? *options_.instance_type : "unknown instance type";
-}
-
 const FabricFacts& ProbeContext::Fabric() {
   std::call_once(fabric_once_, [&] { fabric_ = sources_->Fabric(options_.fabric_provider); });
   return fabric_;

@@ -39,7 +39,6 @@ class ProbeContext {
   // CatalogGap() is the reason, for Skip messages.
   const core::InstanceType* Instance() const { return instance_; }
   std::string CatalogGap() const;
-  std::string InstanceLabel() const;  // "p5.48xlarge" or "unknown instance type"
 
   const FabricFacts& Fabric();
   const GpuFacts& Gpu();

@@ -136,8 +136,15 @@ void CollectCudaFacts(bool measure_bandwidth, GpuFacts& facts) {
     facts.cuda_error = "no CUDA driver (" + library.Path() + " lacks the driver API symbols)";
     return;
   }
-  if (const CUresult result = api.init(0); result != CUDA_SUCCESS) {
-    facts.cuda_error = "no CUDA driver (cuInit: " + api.Describe(result) + ")";
+  const CUresult init = api.init(0);
+  if (init == CUDA_ERROR_NO_DEVICE) {
+    // A driver without GPUs (all fallen off the bus, or a CPU node): gpu-count judges that.
+    facts.cuda_loaded = true;
+    api.driver_get_version(&facts.cuda_driver_version);
+    return;
+  }
+  if (init != CUDA_SUCCESS) {
+    facts.cuda_error = "no CUDA driver (cuInit: " + api.Describe(init) + ")";
     return;
   }
   facts.cuda_loaded = true;

@@ -54,8 +54,8 @@ std::vector<std::string> Domains(const Api& api, const std::string& provider,
   // FI_MR_HMEM for device memory).
   hints->mode = ~0ULL;
   hints->domain_attr->mode = ~0ULL;
-  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM;
   fi_info* infos = nullptr;
   const int rc = api.get_info(kApiVersion, nullptr, nullptr, 0, hints, &infos);
   api.free_info(hints);
