@@ -1,5 +1,7 @@
 #include "probes/checks/gpu_health.h"
 
+#include <algorithm>
+
 namespace ncclguard::probes {
 
 CheckResult JudgeEachGpu(ProbeContext& context, const std::string& expected,
@@ -14,10 +16,12 @@ CheckResult JudgeEachGpu(ProbeContext& context, const std::string& expected,
   CheckStatus worst = CheckStatus::Pass;
   int supported = 0;
   std::vector<std::string> details;
+  std::vector<std::string> raw_details;
   for (const GpuDevice& device : gpu.devices) {
     const auto verdict = judge(device);
     if (!verdict) continue;
     ++supported;
+    raw_details.push_back(verdict->detail);
     if (!verdict->detail.empty())
       details.push_back("GPU " + std::to_string(device.index) + ": " + verdict->detail);
     if (verdict->status == CheckStatus::Fail) worst = CheckStatus::Fail;
@@ -26,7 +30,14 @@ CheckResult JudgeEachGpu(ProbeContext& context, const std::string& expected,
   }
   if (supported == 0) return Result(CheckStatus::Skip, "", "", unsupported_message);
   std::string observed = std::to_string(supported) + " GPUs checked";
-  if (!details.empty()) observed += "; " + Join(details, "; ");
+  // Eight identical lines ("18 links active") say less than one.
+  const bool all_same = std::all_of(raw_details.begin(), raw_details.end(),
+                                    [&](const std::string& d) { return d == raw_details.front(); });
+  if (all_same && supported > 1 && !raw_details.front().empty()) {
+    observed += "; each: " + raw_details.front();
+  } else if (!details.empty()) {
+    observed += "; " + Join(details, "; ");
+  }
   const std::string& message = worst == CheckStatus::Fail   ? fail_message
                                : worst == CheckStatus::Warn ? warn_message
                                                             : pass_message;
