@@ -97,8 +97,9 @@ class PciAcs : public Check {
       CheckResult result =
           Result(CheckStatus::Fail, observed, expected,
                  std::to_string(redirecting.size()) +
-                     " bridges redirect peer-to-peer traffic to the root complex: GPU P2P and "
-                     "GPUDirect RDMA below them are blocked or slow");
+                     (redirecting.size() == 1 ? " bridge redirects" : " bridges redirect") +
+                     " peer-to-peer traffic to the root complex: GPU P2P and GPUDirect RDMA "
+                     "below them are blocked or slow");
       std::vector<std::string> commands;
       for (const std::string& entry : redirecting) {
         CheckResult one;

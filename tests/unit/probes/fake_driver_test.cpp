@@ -1,5 +1,6 @@
-// The probe's real CUDA driver API and NVML path (dlopen, dlsym, the calls, the checks over
-// their answers) against stand-in libcuda.so.1 / libnvidia-ml.so.1 from tests/fake_driver, on
+// The probe's real CUDA driver API, NVML and NCCL path (dlopen, dlsym, the calls, the checks
+// over their answers) against stand-in libcuda.so.1 / libnvidia-ml.so.1 / libnccl.so.2 from
+// tests/fake_driver, on
 // machines without a GPU. probes/gpu-check.sh covers a real driver.
 #include <gtest/gtest.h>
 
@@ -42,8 +43,8 @@ class FakeDriverTest : public ::testing::Test {
                                   "-o",          "json",
                                   "--host-root", SourcePath("tests/fixtures/probe/p5-32efa"),
                                   "--node-name", "gpu-node-1"};
-    for (const char* id :
-         {"gpu-count", "gpu-p2p", "gpu-row-remap", "gpu-ecc", "nvlink-status", "driver-version"}) {
+    for (const char* id : {"gpu-count", "gpu-p2p", "gpu-row-remap", "gpu-ecc", "nvlink-status",
+                           "driver-version", "nccl-version"}) {
       args.push_back("--check");
       args.push_back(id);
     }
@@ -77,6 +78,7 @@ TEST_F(FakeDriverTest, HealthyEightGpuNodePasses) {
   EXPECT_TRUE(
       Contains(Check(report, "gpu-p2p")["observed"], "56 of 56 GPU pairs have peer access"));
   EXPECT_EQ(Check(report, "driver-version")["observed"], "driver 550.90.07, CUDA 12.4");
+  EXPECT_EQ(Check(report, "nccl-version")["observed"], "NCCL 2.21.5 (libnccl.so.2)");
   EXPECT_TRUE(Contains(Check(report, "nvlink-status")["observed"],
                        "8 GPUs checked; each: 18 links active"));
 }
