@@ -6,6 +6,10 @@
 
 #include "core/policy.h"
 
+namespace CLI {
+class App;
+}
+
 namespace ncclguard::cli {
 
 // Exit codes of lint and fix (RULES.md): no deny finding, a deny finding, input or usage error.
@@ -32,7 +36,7 @@ int RunExplain(const std::string& id, bool all, bool markdown, const PolicyOptio
 // failed; 1: a check failed; 2: the probe could not run (bad flags or inputs).
 struct ProbeCommandOptions {
   bool once = false;
-  OutputFormat format = OutputFormat::Text;
+  std::string format = "text";
   std::string host_root = "/";
   std::optional<std::string> instance_type;
   std::optional<std::string> instance_type_file;
@@ -42,6 +46,8 @@ struct ProbeCommandOptions {
   double check_timeout_seconds = 10;
   std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
 };
+// Adds the `probe` subcommand and its flags (the policy flags are the caller's).
+CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options);
 int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy);
 
 }  // namespace ncclguard::cli

@@ -47,20 +47,7 @@ int main(int argc, char** argv) {
   AddPolicyFlags(explain, policy);
 
   ncclguard::cli::ProbeCommandOptions probe_options;
-  std::string probe_format = "text";
-  CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
-  probe->add_flag("--once", probe_options.once, "run the checks once and print the report");
-  probe->add_option("-o,--output", probe_format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}));
-  probe->add_option("--host-root", probe_options.host_root, "where the host's / is mounted");
-  probe->add_option("--instance-type", probe_options.instance_type, "the node's instance type");
-  probe->add_option("--instance-type-file", probe_options.instance_type_file,
-                    "file with the instance type or the EC2 instance identity document");
-  probe->add_option("--node-name", probe_options.node_name, "the node's name, for the report");
-  probe->add_flag("--bandwidth", probe_options.bandwidth, "also measure GPU peer copy bandwidth");
-  probe->add_option("--check", probe_options.checks, "run only this check (repeatable)");
-  probe->add_option("--check-timeout", probe_options.check_timeout_seconds, "seconds per check");
-  probe->add_option("--fabric-provider", probe_options.fabric_provider)->group("");
+  CLI::App* probe = ncclguard::cli::AddProbeCommand(app, probe_options);
   AddPolicyFlags(probe, policy);
 
   try {
@@ -85,10 +72,7 @@ int main(int argc, char** argv) {
       }
       return ncclguard::cli::RunExplain(rule_id, all, markdown, policy);
     }
-    if (probe->parsed()) {
-      if (probe_format == "json") probe_options.format = ncclguard::cli::OutputFormat::Json;
-      return ncclguard::cli::RunProbe(probe_options, policy);
-    }
+    if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
   } catch (const ncclguard::core::InputError& e) {
     std::cerr << "ncclguard: " << e.what() << "\n";
     return kExitInputError;

@@ -1,3 +1,5 @@
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +26,24 @@ bool IsNodeCheck(const std::string& id) {
 }
 
 }  // namespace
+
+CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
+  CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
+  probe->add_flag("--once", options.once, "run the checks once and print the report");
+  probe->add_option("-o,--output", options.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  probe->add_option("--host-root", options.host_root, "where the host's / is mounted");
+  probe->add_option("--instance-type", options.instance_type, "the node's instance type");
+  probe->add_option("--instance-type-file", options.instance_type_file,
+                    "file with the instance type or the EC2 instance identity document");
+  probe->add_option("--node-name", options.node_name, "the node's name, for the report");
+  probe->add_flag("--bandwidth", options.bandwidth, "also measure GPU peer copy bandwidth");
+  probe->add_option("--check", options.checks, "run only this check (repeatable)");
+  probe->add_option("--check-timeout", options.check_timeout_seconds, "seconds per check");
+  // Tests point the EFA checks at Debian libfabric's tcp/sockets providers; hidden from help.
+  probe->add_option("--fabric-provider", options.fabric_provider)->group("");
+  return probe;
+}
 
 int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
   if (!options.once) return UsageError("pass --once: run the checks once and print the report");
@@ -55,7 +75,7 @@ int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_opt
   auto context = std::make_shared<probes::ProbeContext>(
       std::move(probe), std::make_shared<probes::RealFactSources>());
   const probes::ProbeReport report = probes::RunProbe(context, options.checks);
-  if (options.format == OutputFormat::Json) {
+  if (options.format == "json") {
     std::cout << probes::ReportJson(report).dump(2) << "\n";
   } else {
     std::cout << probes::ReportText(report);
