@@ -12,7 +12,6 @@ DynamicLibrary DynamicLibrary::Open(std::initializer_list<std::string> candidate
     if (handle != nullptr) {
       library.handle_ = handle;
       library.path_ = candidate;
-      library.error_.clear();
       return library;
     }
     const char* error = dlerror();

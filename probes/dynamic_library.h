@@ -15,7 +15,7 @@ class DynamicLibrary {
 
   bool Loaded() const { return handle_ != nullptr; }
   const std::string& Path() const { return path_; }
-  // Why no candidate loaded: each candidate with its dlerror.
+  // Each candidate that did not load, with its dlerror (also when a later one loaded).
   const std::string& Error() const { return error_; }
 
   // nullptr when absent; the caller names the type from the vendor header.

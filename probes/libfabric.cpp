@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "probes/dynamic_library.h"
@@ -86,6 +87,14 @@ FabricFacts RealFactSources::Fabric(const std::string& provider) {
     return facts;
   }
   facts.library = library.Path();
+  // The EFA installer's copy is there but would not load (a missing rdma-core library in the
+  // probe's image, say): say so, the system copy rarely has the efa provider.
+  for (const char* installer :
+       {"/opt/amazon/efa/lib/libfabric.so.1", "/opt/amazon/efa/lib64/libfabric.so.1"}) {
+    std::error_code error;
+    if (library.Path() != installer && std::filesystem::exists(installer, error))
+      facts.library += " (" + std::string(installer) + " did not load: " + library.Error() + ")";
+  }
   Api api{library.Symbol<GetInfo>("fi_getinfo"), library.Symbol<FreeInfo>("fi_freeinfo"),
           library.Symbol<DupInfo>("fi_dupinfo"), library.Symbol<StrError>("fi_strerror")};
   const auto version = library.Symbol<Version>("fi_version");
