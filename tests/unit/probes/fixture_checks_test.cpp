@@ -2,6 +2,9 @@
 // admin reads in the NodeValidation for each kind of node.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "core/catalog.h"
 #include "probes/check.h"
 #include "tests/unit/probes/probe_test_support.h"
@@ -112,9 +115,19 @@ TEST(FixtureAcs, RedirectingBridgeFailsWithTheSetpciCommand) {
   EXPECT_TRUE(Contains(result.guide, "#gpu-p2p"));
 }
 
+// The segments are as old as the checkout; the probe's clock is set relative to them.
+std::chrono::system_clock::time_point NewestSegmentWrite() {
+  std::chrono::system_clock::time_point newest{};
+  for (const char* name : {"nccl-AbC123", "nccl-XyZ789"}) {
+    const auto written = std::filesystem::last_write_time(FixturePath("stale-shm/dev/shm/") + name);
+    newest = std::max(newest, std::chrono::file_clock::to_sys(written));
+  }
+  return newest;
+}
+
 TEST(FixtureShm, SegmentsOlderThanAnHourWarnWithTheCleanupCommand) {
   auto sources = std::make_shared<FakeFactSources>();
-  sources->now = std::chrono::system_clock::now() + std::chrono::hours(2);
+  sources->now = NewestSegmentWrite() + std::chrono::hours(2);
   const auto report = RunFixture({"stale-shm", std::nullopt}, sources);
   const auto& result = ResultOf(report, "dev-shm-stale");
   EXPECT_EQ(result.status, CheckStatus::Warn);
@@ -127,7 +140,7 @@ TEST(FixtureShm, SegmentsOlderThanAnHourWarnWithTheCleanupCommand) {
 
 TEST(FixtureShm, FreshSegmentsAreInUseNotStale) {
   auto sources = std::make_shared<FakeFactSources>();
-  // Checked out just now: the segments are younger than an hour.
+  sources->now = NewestSegmentWrite() + std::chrono::minutes(10);
   const auto report = RunFixture({"stale-shm", std::nullopt}, sources);
   const auto& result = ResultOf(report, "dev-shm-stale");
   EXPECT_EQ(result.status, CheckStatus::Pass) << result.observed;
