@@ -2,6 +2,10 @@
 // clean Skip for hardware this machine does not have.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/catalog.h"
 #include "core/json.h"
@@ -82,6 +86,26 @@ TEST(ProbeCli, WithoutAnNvidiaDriverGpuChecksSkipWithNoCudaDriver) {
       EXPECT_NE(check["observed"].get<std::string>().find(" /dev/shm, "), std::string::npos);
     }
   }
+}
+
+TEST(ProbeCli, PolicyCatalogAndInstanceTypeFileDecideTheExpectations) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ncclguard-probe-cli-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "policy.yaml") << "instanceTypes:\n"
+                                        "  - {name: p6-b200.48xlarge, efaDevices: 8, gpus: 8, "
+                                        "gpudirectRdma: true}\n";
+  std::ofstream(dir / "identity.json") << R"({"instanceType": "p6-b200.48xlarge"})";
+  const auto result =
+      RunCli({"probe", "--once", "-o", "json", "--host-root", FixturePath("p5-32efa"), "--check",
+              "efa-device-count", "--policy", (dir / "policy.yaml").string(),
+              "--instance-type-file", (dir / "identity.json").string()});
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const Json report = Json::parse(result.out);
+  EXPECT_EQ(report["instanceType"], "p6-b200.48xlarge");
+  EXPECT_EQ(report["checks"][0]["expected"], "8 (p6-b200.48xlarge)");
+  EXPECT_EQ(report["checks"][0]["status"], "Warn");  // 32 devices in sysfs, the policy says 8
 }
 
 TEST(ProbeCli, HiddenProviderFlagDrivesTheRealLibfabric) {
