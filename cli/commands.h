@@ -6,6 +6,10 @@
 
 #include "core/policy.h"
 
+namespace CLI {
+class App;
+}
+
 namespace ncclguard::cli {
 
 // Exit codes of lint and fix (RULES.md): no deny finding, a deny finding, input or usage error.
@@ -43,5 +47,23 @@ struct WebhookOptions {
 int RunWebhook(const WebhookOptions& options);
 
 int RunExplain(const std::string& id, bool all, bool markdown, const PolicyOptions& options);
+
+// `ncclguard probe --once`: runs the node checks and prints the report. Exit 0: no check
+// failed; 1: a check failed; 2: the probe could not run (bad flags or inputs).
+struct ProbeCommandOptions {
+  bool once = false;
+  std::string format = "text";
+  std::string host_root = "/";
+  std::optional<std::string> instance_type;
+  std::optional<std::string> instance_type_file;
+  std::string node_name;
+  bool bandwidth = false;
+  std::vector<std::string> checks;  // empty: all
+  double check_timeout_seconds = 10;
+  std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
+};
+// Adds the `probe` subcommand and its flags (the policy flags are the caller's).
+CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options);
+int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy);
 
 }  // namespace ncclguard::cli

@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
                    "trace, debug, info, warn, error or off")
       ->capture_default_str();
   AddPolicyFlags(webhook, webhook_options.policy);
+  ncclguard::cli::ProbeCommandOptions probe_options;
+  CLI::App* probe = ncclguard::cli::AddProbeCommand(app, probe_options);
+  AddPolicyFlags(probe, policy);
 
   try {
     app.parse(argc, argv);
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
       }
       return ncclguard::cli::RunExplain(rule_id, all, markdown, policy);
     }
+    if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
   } catch (const ncclguard::core::InputError& e) {
     std::cerr << "ncclguard: " << e.what() << "\n";
     return kExitInputError;

@@ -20,8 +20,12 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The CUDA headers the probe compiles against come from NVIDIA's PyPI wheels, not apt.
+fetch_cuda_headers() { "$(dirname "$0")/cuda-headers.sh" >/dev/null; }
+
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "bootstrap: all ${#packages[@]} packages present" >&2
+  fetch_cuda_headers
   exit 0
 fi
 
@@ -30,4 +34,5 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 echo "bootstrap: installing ${missing[*]}" >&2
 "${sudo_cmd[@]}" apt-get update -qq >&2
 DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fetch_cuda_headers
 echo "bootstrap: done" >&2

@@ -4,7 +4,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -G Ninja >/dev/null
+cuda_include=$("$root/scripts/cuda-headers.sh")
+cmake -S "$root" -B "$build" -G Ninja -DNCCLGUARD_CUDA_INCLUDE_DIR="$cuda_include" >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"

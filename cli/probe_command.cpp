@@ -1,0 +1,94 @@
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/catalog.h"
+#include "probes/context.h"
+#include "probes/instance_type.h"
+#include "probes/report.h"
+
+namespace ncclguard::cli {
+namespace {
+
+int UsageError(const std::string& message) {
+  std::cerr << "ncclguard probe: " << message << "\n";
+  return probes::kProbeExitError;
+}
+
+bool IsNodeCheck(const std::string& id) {
+  for (const core::CatalogEntry& entry : core::NodeChecks())
+    if (entry.id == id) return true;
+  return false;
+}
+
+}  // namespace
+
+CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
+  CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
+  probe->add_flag("--once", options.once, "run the checks once and print the report");
+  probe->add_option("-o,--output", options.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  probe->add_option("--host-root", options.host_root, "where the host's / is mounted");
+  probe->add_option("--instance-type", options.instance_type, "the node's instance type");
+  probe->add_option("--instance-type-file", options.instance_type_file,
+                    "file with the instance type or the EC2 instance identity document");
+  probe->add_option("--node-name", options.node_name, "the node's name, for the report");
+  probe->add_flag("--bandwidth", options.bandwidth, "also measure GPU peer copy bandwidth");
+  probe->add_option("--check", options.checks, "run only this check (repeatable)");
+  probe->add_option("--check-timeout", options.check_timeout_seconds, "seconds per check");
+  // Tests point the EFA checks at Debian libfabric's tcp/sockets providers; hidden from help.
+  probe->add_option("--fabric-provider", options.fabric_provider)->group("");
+  return probe;
+}
+
+int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
+  if (!options.once) return UsageError("pass --once: run the checks once and print the report");
+  std::error_code error;
+  if (!std::filesystem::is_directory(options.host_root, error))
+    return UsageError("--host-root " + options.host_root + " is not a directory");
+  for (const std::string& id : options.checks)
+    if (!IsNodeCheck(id)) return UsageError("--check " + id + ": no such node check");
+  if (!(options.check_timeout_seconds > 0 && options.check_timeout_seconds <= 3600))
+    return UsageError("--check-timeout must be between 0 and 3600 seconds");
+
+  probes::ProbeOptions probe;
+  probe.host_root = options.host_root;
+  probe.node_name = options.node_name;
+  probe.fabric_provider = options.fabric_provider;
+  probe.measure_bandwidth = options.bandwidth;
+  probe.check_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(options.check_timeout_seconds * 1000));
+  probe.policy = LoadPolicy(policy_options);
+  try {
+    const auto resolved = probes::ResolveInstanceType(
+        options.instance_type, options.instance_type_file, probes::HostFiles(options.host_root));
+    probe.instance_type = resolved.name;
+    probe.instance_type_source = resolved.source;
+  } catch (const std::runtime_error& e) {
+    return UsageError(e.what());
+  }
+
+  auto context = std::make_shared<probes::ProbeContext>(
+      std::move(probe), std::make_shared<probes::RealFactSources>());
+  const probes::ProbeReport report = probes::RunProbe(context, options.checks);
+  if (options.format == "json") {
+    std::cout << probes::ReportJson(report).dump(2) << "\n";
+  } else {
+    std::cout << probes::ReportText(report);
+  }
+  const int code = probes::ExitCode(report);
+  if (report.timed_out) {
+    // A check is still blocked in a driver call on a detached thread: leave without running
+    // static destructors under it.
+    std::cout.flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
+}
+
+}  // namespace ncclguard::cli

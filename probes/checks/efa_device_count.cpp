@@ -1,0 +1,54 @@
+// EFA devices seen by the kernel (sysfs, /dev/infiniband) and by libfabric, against the catalog.
+#include "probes/checks/check_util.h"
+
+namespace ncclguard::probes {
+namespace {
+
+class EfaDeviceCount : public Check {
+ public:
+  std::string_view Id() const override { return "efa-device-count"; }
+
+  CheckResult Run(ProbeContext& context) const override {
+    const EfaSysfsCount sysfs = CountEfaDevices(context.Files());
+    const FabricFacts& fabric = context.Fabric();
+    const std::string provider = context.Options().fabric_provider;
+    std::string observed = "sysfs " + std::to_string(sysfs.devices) + ", /dev/infiniband uverbs " +
+                           std::to_string(sysfs.uverbs) + ", libfabric " + provider + " ";
+    observed += fabric.provider_found ? std::to_string(fabric.domains.size()) : "none";
+    if (!sysfs.unreadable.empty())
+      observed += " (unreadable vendor: " + Join(sysfs.unreadable) + ")";
+
+    const core::InstanceType* instance = context.Instance();
+    if (instance == nullptr) return Result(CheckStatus::Skip, observed, "", context.CatalogGap());
+    const int expected = instance->efa_devices;
+    const std::string expected_text = std::to_string(expected) + " (" + instance->name + ")";
+    const int fabric_count = fabric.provider_found ? static_cast<int>(fabric.domains.size()) : -1;
+
+    if (sysfs.devices < expected || sysfs.uverbs < expected) {
+      return Result(CheckStatus::Fail, observed, expected_text,
+                    std::to_string(std::min(sysfs.devices, sysfs.uverbs)) + " of " +
+                        std::to_string(expected) +
+                        " EFA devices visible to the kernel: jobs requesting the full count stay "
+                        "Pending, or run with fewer network paths; check the EFA driver (dmesg "
+                        "| grep -i efa) and the instance's network interfaces");
+    }
+    if (fabric_count >= 0 && fabric_count < expected) {
+      return Result(CheckStatus::Fail, observed, expected_text,
+                    "libfabric's " + provider + " provider opens " + std::to_string(fabric_count) +
+                        " of " + std::to_string(expected) + " EFA devices");
+    }
+    if (sysfs.devices > expected) {
+      return Result(CheckStatus::Warn, observed, expected_text,
+                    "more EFA devices than the catalog lists for " + instance->name +
+                        ": the pod EFA request the webhook sets may be too low; update the "
+                        "policy's instanceTypes");
+    }
+    return Result(CheckStatus::Pass, observed, expected_text,
+                  std::to_string(expected) + " EFA devices, as " + instance->name + " has");
+  }
+};
+
+const RegisterCheck<EfaDeviceCount> kRegistered;
+
+}  // namespace
+}  // namespace ncclguard::probes

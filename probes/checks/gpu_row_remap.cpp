@@ -1,0 +1,33 @@
+// HBM row remapping: a pending remap needs a GPU reset, a failed one a new GPU.
+#include "probes/checks/gpu_health.h"
+
+namespace ncclguard::probes {
+namespace {
+
+class GpuRowRemap : public Check {
+ public:
+  std::string_view Id() const override { return "gpu-row-remap"; }
+
+  CheckResult Run(ProbeContext& context) const override {
+    return JudgeEachGpu(
+        context, "no pending or failed row remap", "no GPU supports row remapping (pre-A100)",
+        [](const GpuDevice& device) -> std::optional<GpuVerdict> {
+          if (!device.row_remap) return std::nullopt;
+          const RowRemap& remap = *device.row_remap;
+          if (remap.failure) return GpuVerdict{CheckStatus::Fail, "remapping failure occurred"};
+          if (remap.pending) return GpuVerdict{CheckStatus::Fail, "remap pending (reset needed)"};
+          if (remap.uncorrectable > 0)
+            return GpuVerdict{CheckStatus::Pass, std::to_string(remap.uncorrectable) +
+                                                     " rows remapped for uncorrectable errors"};
+          return GpuVerdict{CheckStatus::Pass, ""};
+        },
+        "a GPU has a pending or failed row remap: drain the node and reboot (pending) or "
+        "replace the instance (failure)",
+        "", "no pending or failed row remap");
+  }
+};
+
+const RegisterCheck<GpuRowRemap> kRegistered;
+
+}  // namespace
+}  // namespace ncclguard::probes

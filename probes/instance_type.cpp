@@ -1,0 +1,49 @@
+#include "probes/instance_type.h"
+
+#include <regex>
+#include <stdexcept>
+
+#include "core/json.h"
+
+namespace ncclguard::probes {
+
+bool LooksLikeInstanceType(const std::string& text) {
+  static const std::regex kPattern("[a-z][a-z0-9-]*\\.[a-z0-9-]+");
+  return text.size() <= 64 && std::regex_match(text, kPattern);
+}
+
+ResolvedInstanceType ResolveInstanceType(const std::optional<std::string>& flag,
+                                         const std::optional<std::string>& file,
+                                         const HostFiles& files) {
+  if (flag) {
+    if (!LooksLikeInstanceType(*flag))
+      throw std::runtime_error("--instance-type '" + *flag + "' is not an instance type name");
+    return {*flag, "--instance-type"};
+  }
+  if (file) {
+    const auto text = files.ReadPath(*file, 16 * 1024);
+    if (!text.content) throw std::runtime_error("--instance-type-file: " + text.error);
+    std::string name = Trim(*text.content);
+    if (name.starts_with("{")) {
+      const core::Json document = core::Json::parse(name, nullptr, false);
+      if (document.is_discarded() || !document.is_object() || !document.contains("instanceType") ||
+          !document["instanceType"].is_string())
+        throw std::runtime_error("--instance-type-file " + *file +
+                                 ": JSON without a string \"instanceType\"");
+      name = document["instanceType"].get<std::string>();
+    }
+    if (!LooksLikeInstanceType(name))
+      throw std::runtime_error("--instance-type-file " + *file +
+                               ": content is not an instance type name");
+    return {name, *file};
+  }
+  const auto vendor = files.Read("/sys/devices/virtual/dmi/id/sys_vendor", 256);
+  const auto product = files.Read("/sys/devices/virtual/dmi/id/product_name", 256);
+  if (vendor.content && Trim(*vendor.content) == "Amazon EC2" && product.content) {
+    const std::string name = Trim(*product.content);
+    if (LooksLikeInstanceType(name)) return {name, "DMI product name"};
+  }
+  return {std::nullopt, "not given, and no EC2 DMI product name under the host root"};
+}
+
+}  // namespace ncclguard::probes

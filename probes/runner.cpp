@@ -1,0 +1,75 @@
+#include "probes/runner.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "core/catalog.h"
+#include "core/guide.h"
+
+namespace ncclguard::probes {
+namespace {
+
+struct Slot {
+  std::mutex mutex;
+  std::condition_variable done_signal;
+  bool done = false;
+  CheckResult result;
+};
+
+std::string_view SlugOf(std::string_view id) {
+  for (const core::CatalogEntry& entry : core::NodeChecks())
+    if (entry.id == id) return entry.slug;
+  return "";
+}
+
+CheckResult RunGuarded(const Check& check, ProbeContext& context) {
+  try {
+    return check.Run(context);
+  } catch (const std::exception& e) {
+    return Result(CheckStatus::Fail, "", "", "check failed: " + std::string(e.what()));
+  } catch (...) {
+    return Result(CheckStatus::Fail, "", "", "check failed with an unknown exception");
+  }
+}
+
+}  // namespace
+
+CheckRun RunChecks(const std::vector<const Check*>& checks,
+                   const std::shared_ptr<ProbeContext>& context) {
+  std::vector<std::shared_ptr<Slot>> slots;
+  for (const Check* check : checks) {
+    auto slot = std::make_shared<Slot>();
+    slots.push_back(slot);
+    std::thread([check, context, slot] {
+      CheckResult result = RunGuarded(*check, *context);
+      const std::lock_guard lock(slot->mutex);
+      slot->result = std::move(result);
+      slot->done = true;
+      slot->done_signal.notify_all();
+    }).detach();
+  }
+
+  const auto timeout = context->Options().check_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  CheckRun run;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    Slot& slot = *slots[i];
+    std::unique_lock lock(slot.mutex);
+    CheckResult result;
+    if (slot.done_signal.wait_until(lock, deadline, [&] { return slot.done; })) {
+      result = slot.result;
+    } else {
+      run.timed_out = true;
+      result = Result(CheckStatus::Fail, "no answer", "an answer within the check timeout",
+                      "check did not finish within " + std::to_string(timeout.count()) +
+                          " ms (a hung driver call or file read)");
+    }
+    result.id = std::string(checks[i]->Id());
+    result.guide = core::GuideLink(context->Options().policy.guide_base_url, SlugOf(result.id));
+    run.results.push_back(std::move(result));
+  }
+  return run;
+}
+
+}  // namespace ncclguard::probes

@@ -1,0 +1,91 @@
+// The runner: every catalog check registered once, results in contract order with guide links,
+// and a check that hangs or throws becomes a Fail instead of hanging or crashing the probe.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "core/catalog.h"
+#include "probes/runner.h"
+#include "tests/unit/probes/probe_test_support.h"
+
+namespace ncclguard::test {
+namespace {
+
+using probes::CheckStatus;
+
+TEST(CheckRegistry, HasEveryNodeCheckOfTheContractInOrder) {
+  const auto checks = probes::CheckRegistry::All();
+  const auto catalog = core::NodeChecks();
+  ASSERT_EQ(checks.size(), catalog.size());
+  for (std::size_t i = 0; i < checks.size(); ++i) EXPECT_EQ(checks[i]->Id(), catalog[i].id);
+}
+
+// Never answers: stands for a driver call that hangs.
+class HangingCheck : public probes::Check {
+ public:
+  std::string_view Id() const override { return "gpu-p2p"; }
+  probes::CheckResult Run(probes::ProbeContext&) const override {
+    std::mutex mutex;
+    std::condition_variable never;
+    std::unique_lock lock(mutex);
+    never.wait(lock, [] { return false; });
+    return {};
+  }
+};
+
+class ThrowingCheck : public probes::Check {
+ public:
+  std::string_view Id() const override { return "gpu-ecc"; }
+  probes::CheckResult Run(probes::ProbeContext&) const override {
+    throw std::runtime_error("NVML returned garbage");
+  }
+};
+
+std::shared_ptr<probes::ProbeContext> ShortTimeoutContext() {
+  probes::ProbeOptions options;
+  options.host_root = "/nonexistent";
+  options.check_timeout = std::chrono::milliseconds(200);
+  options.policy.guide_base_url = "https://example.test/guide";
+  return std::make_shared<probes::ProbeContext>(options, std::make_shared<FakeFactSources>());
+}
+
+TEST(Runner, HangingCheckIsReportedAsFailWhileTheOthersAnswer) {
+  static const HangingCheck hanging;  // the abandoned thread keeps using it
+  const auto run = probes::RunChecks({&hanging, probes::CheckRegistry::Find("removeipc")},
+                                     ShortTimeoutContext());
+  ASSERT_EQ(run.results.size(), 2u);
+  EXPECT_TRUE(run.timed_out);
+  EXPECT_EQ(run.results[0].id, "gpu-p2p");
+  EXPECT_EQ(run.results[0].status, CheckStatus::Fail);
+  EXPECT_EQ(run.results[0].message,
+            "check did not finish within 200 ms (a hung driver call or file read)");
+  EXPECT_EQ(run.results[0].guide, "https://example.test/guide#gpu-p2p");
+  EXPECT_EQ(run.results[1].id, "removeipc");
+  EXPECT_EQ(run.results[1].status, CheckStatus::Skip);
+}
+
+TEST(Runner, ThrowingCheckIsReportedAsFail) {
+  static const ThrowingCheck throwing;
+  const auto run = probes::RunChecks({&throwing}, ShortTimeoutContext());
+  ASSERT_EQ(run.results.size(), 1u);
+  EXPECT_FALSE(run.timed_out);
+  EXPECT_EQ(run.results[0].status, CheckStatus::Fail);
+  EXPECT_EQ(run.results[0].message, "check failed: NVML returned garbage");
+  EXPECT_EQ(run.results[0].guide, "https://example.test/guide#node-hardware");
+}
+
+TEST(Summary, FailBeatsWarnBeatsPassAndSkipsDoNotCount) {
+  auto with = [](std::initializer_list<CheckStatus> statuses) {
+    std::vector<probes::CheckResult> results;
+    for (CheckStatus status : statuses) results.push_back(probes::Result(status, "", "", ""));
+    return probes::Summarize(results);
+  };
+  EXPECT_EQ(with({CheckStatus::Pass, CheckStatus::Skip}), CheckStatus::Pass);
+  EXPECT_EQ(with({CheckStatus::Skip}), CheckStatus::Pass);
+  EXPECT_EQ(with({CheckStatus::Warn, CheckStatus::Pass}), CheckStatus::Warn);
+  EXPECT_EQ(with({CheckStatus::Warn, CheckStatus::Fail, CheckStatus::Pass}), CheckStatus::Fail);
+}
+
+}  // namespace
+}  // namespace ncclguard::test
