@@ -165,16 +165,41 @@ std::string_view AdmitResultName(AdmitResult result) {
   return "error";
 }
 
-std::string DenialMessage(const core::ObjectRef& object, const std::vector<core::Finding>& denies) {
-  std::string message = "ncclguard denied " + object.Describe() + ": " +
-                        std::to_string(denies.size()) +
-                        (denies.size() == 1 ? " problem" : " problems");
+std::string DenialMessage(const core::ObjectRef& object,
+                          const std::vector<core::Finding>& denies) {
+  // Replica templates often share a container: one line per distinct problem, with where.
+  struct Problem {
+    const core::Finding* first;
+    std::vector<std::string> paths;
+  };
+  std::vector<Problem> problems;
   for (const auto& finding : denies) {
+    auto same = std::find_if(problems.begin(), problems.end(), [&](const Problem& problem) {
+      return problem.first->rule == finding.rule && problem.first->message == finding.message;
+    });
+    if (same == problems.end()) {
+      problems.push_back({&finding, {finding.path}});
+    } else {
+      same->paths.push_back(finding.path);
+    }
+  }
+  std::string message = "ncclguard denied " + object.Describe() + ": " +
+                        std::to_string(problems.size()) +
+                        (problems.size() == 1 ? " problem" : " problems");
+  for (const auto& problem : problems) {
+    const core::Finding& finding = *problem.first;
     message += "\n- [" + finding.rule + "] " + finding.message;
     if (const core::Rule* rule = core::RuleRegistry::Find(finding.rule)) {
       message += " Fix: " + std::string(rule->Info().remedy);
     }
     message += " See " + finding.guide;
+    if (!problem.paths.front().empty()) {
+      message += " (at " + problem.paths.front();
+      if (problem.paths.size() > 1) {
+        message += " and " + std::to_string(problem.paths.size() - 1) + " more";
+      }
+      message += ")";
+    }
   }
   return message;
 }

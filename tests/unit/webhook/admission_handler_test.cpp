@@ -274,6 +274,16 @@ TEST(AdmitJob, ValidateDeniesTemplateAndJobLevelProblems) {
   EXPECT_NE(outcome.response.message.find("[world-size-mismatch]"), std::string::npos);
 }
 
+TEST(AdmitJob, AProblemSharedByTemplatesIsListedOnceWithWhereItIs) {
+  Json job = PyTorchJob("fast");
+  job["spec"]["pytorchReplicaSpecs"]["Master"] = job["spec"]["pytorchReplicaSpecs"]["Worker"];
+  job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 1;
+  const std::string message = Validate(job).response.message;
+  EXPECT_NE(message.find("1 problem\n"), std::string::npos) << message;
+  EXPECT_NE(message.find("(at /spec/pytorchReplicaSpecs/"), std::string::npos) << message;
+  EXPECT_NE(message.find(" and 1 more)"), std::string::npos) << message;
+}
+
 TEST(AdmitJob, ValidateIsQuietAboutFixesThePodsWillGet) {
   const AdmissionOutcome outcome = Validate(PyTorchJob());
   EXPECT_TRUE(outcome.response.allowed);
