@@ -225,6 +225,16 @@ TEST_F(WebhookServerTest, SlowAndHalfClosedClientsDoNotStopOthers) {
   }));
 }
 
+TEST_F(WebhookServerTest, AChunkedBodyWithoutContentLengthIsRefused) {
+  RawTlsClient client(webhook_.port());
+  client.Send(
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n");
+  const std::string response = client.ReadAll(2000);
+  EXPECT_EQ(response.rfind("HTTP/1.1 411", 0), 0u) << response;
+  EXPECT_NE(response.find("Content-Length header is required"), std::string::npos);
+}
+
 TEST_F(WebhookServerTest, ConcurrentClientsEachGetTheirOwnAnswer) {
   std::atomic<int> wrong{0};
   std::vector<std::thread> clients;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Webhook benchmark (DESIGN.md target: >= 5,000 mutating AdmissionReviews/s and p99 <= 5 ms at
+# 1,000/s over TLS keep-alive on a 2-core machine, load generator included).
+# Sends the AdmissionReview of an 8-GPU p5.48xlarge PyTorchJob worker pod
+# (bench/webhook/worker-pod-review.json) to `ncclguard webhook` and, beside it, to a bare
+# cpprestsdk listener with the same TLS settings that returns a fixed answer, so the report
+# separates the rules' cost from the HTTP/TLS layer's. Runs RUNS times (default 5) and prints
+# medians. Loopback only; each load run is bounded to SECONDS (default 5).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${NCCLGUARD_BUILD_DIR:-$root/build}
+runs=${RUNS:-5}
+seconds=${SECONDS_PER_RUN:-5}
+connections=${CONNECTIONS:-8}
+threads=${THREADS:-2}
+"$root/scripts/build.sh" ncclguard ncclguard_loadgen ncclguard_bare_listener >/dev/null
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=127.0.0.1 \
+  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+review=$root/bench/webhook/worker-pod-review.json
+port=18943
+
+wait_ready() {
+  for _ in $(seq 100); do
+    curl -sf --cacert "$work/tls.crt" "https://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+    # The bare listener has no /healthz; any HTTP answer means it is up.
+    curl -s -o /dev/null --cacert "$work/tls.crt" "https://127.0.0.1:$port/" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "server did not start" >&2
+  exit 1
+}
+
+run_server() {  # name -> starts it in the background
+  case $1 in
+    bare) "$build/bench/webhook/ncclguard_bare_listener" "127.0.0.1:$port" "$work/tls.crt" \
+            "$work/tls.key" "$threads" &;;
+    ncclguard) "$build/cli/ncclguard" webhook --listen "127.0.0.1:$port" \
+                 --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" \
+                 --threads "$threads" 2>>"$work/webhook.log" &;;
+  esac
+  server_pid=$!
+  wait_ready
+}
+
+load() {  # expect, extra args...
+  local expect=$1
+  shift
+  "$build/bench/webhook/ncclguard_loadgen" --port "$port" --path /mutate --body "$review" \
+    --ca "$work/tls.crt" --connections "$connections" --seconds "$seconds" --expect "$expect" "$@"
+}
+
+: >"$work/results"
+for run in $(seq "$runs"); do
+  for server in bare ncclguard; do
+    expect='"allowed":true'
+    [[ $server == ncclguard ]] && expect='"patchType":"JSONPatch"'
+    run_server "$server"
+    echo "{\"server\":\"$server\",\"run\":$run,\"result\":$(load "$expect")}" >>"$work/results"
+    echo "{\"server\":\"$server\",\"run\":$run,\"result\":$(load "$expect" --rate 1000)}" >>"$work/results"
+    kill "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  done
+done
+
+python3 - "$work/results" "$runs" "$threads" "$connections" "$seconds" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+runs, threads, connections, seconds = sys.argv[2:]
+print(f"webhook benchmark: median of {runs} runs, {seconds} s each, {connections} TLS keep-alive "
+      f"connections, {threads} listener threads, nproc={__import__('os').cpu_count()}")
+for server in ("bare", "ncclguard"):
+    sat = [r["result"] for r in rows if r["server"] == server and r["result"]["mode"] == "saturation"]
+    rate = [r["result"] for r in rows if r["server"] == server and r["result"]["mode"] == "rate"]
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    errors = sum(x["errors"] for x in sat + rate)
+    print(f"  {server:9s} saturation {med(sat, 'throughput'):8.0f} req/s (p50 {med(sat, 'p50_ms'):.2f} ms)"
+          f" | at 1000 req/s: p50 {med(rate, 'p50_ms'):.2f} ms, p99 {med(rate, 'p99_ms'):.2f} ms"
+          f" | errors {errors}")
+PY

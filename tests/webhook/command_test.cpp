@@ -1,0 +1,79 @@
+// `ncclguard webhook` as the process a Deployment runs: serves, and on SIGTERM drains and exits 0.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controlplane_env.h"
+#include "https_client.h"
+#include "served_webhook.h"
+#include "test_https_server.h"
+
+namespace ncclguard::webhook::testing {
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    if (freopen(log.c_str(), "w", stderr) == nullptr) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
+  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
+  const testenv::TlsMaterial tls = testenv::MakeServingCertificate("cmd");
+  WriteFile(dir + "/tls.crt", tls.cert_pem);
+  WriteFile(dir + "/tls.key", tls.key_pem);
+  WriteFile(dir + "/ca.crt", tls.ca_pem);
+  const int port = FreePort();
+  const pid_t pid =
+      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:" + std::to_string(port),
+             "--tls-cert-file", dir + "/tls.crt", "--tls-key-file", dir + "/tls.key"},
+            dir + "/stderr.log");
+  const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/readyz";
+  bool ready = false;
+  for (int i = 0; i < 100 && !ready; ++i) {
+    ready = Fetch(url, dir + "/ca.crt", "", {.method = "GET"}).status == 200;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(ready);
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream log(dir + "/stderr.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(R"("level":"info","msg":"webhook listening")"), std::string::npos) << text;
+  EXPECT_NE(text.find("received SIGTERM"), std::string::npos) << text;
+}
+
+TEST(WebhookCommand, MissingCertificateIsAClearErrorAndExitTwo) {
+  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
+  const pid_t pid =
+      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:1", "--tls-cert-file",
+             dir + "/none.crt", "--tls-key-file", dir + "/none.key"},
+            dir + "/stderr.log");
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream log(dir + "/stderr.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("none.crt: cannot open"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ncclguard::webhook::testing
