@@ -165,8 +165,7 @@ std::string_view AdmitResultName(AdmitResult result) {
   return "error";
 }
 
-std::string DenialMessage(const core::ObjectRef& object,
-                          const std::vector<core::Finding>& denies) {
+std::string DenialMessage(const core::ObjectRef& object, const std::vector<core::Finding>& denies) {
   // Replica templates often share a container: one line per distinct problem, with where.
   struct Problem {
     const core::Finding* first;

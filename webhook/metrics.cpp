@@ -41,10 +41,45 @@ void Header(std::string& out, std::string_view name, std::string_view type, std:
 
 }  // namespace
 
+namespace {
+
+// Finds `key` without allocating; inserts (allocating) only the first time.
+template <typename Map>
+typename Map::mapped_type& Slot(Map& map, std::string_view first, std::string_view second) {
+  const std::pair<std::string_view, std::string_view> key{first, second};
+  auto it = map.lower_bound(key);
+  if (it == map.end() || it->first.first != first || it->first.second != second) {
+    it = map.emplace_hint(it, std::pair{std::string(first), std::string(second)},
+                          typename Map::mapped_type{});
+  }
+  return it->second;
+}
+
+}  // namespace
+
 void Metrics::CountRequest(std::string_view endpoint, std::string_view result, double seconds) {
   std::lock_guard lock(mutex_);
-  ++requests_[{std::string(endpoint), std::string(result)}];
-  Histogram& histogram = latency_[std::string(endpoint)];
+  CountRequestLocked(endpoint, result, seconds);
+}
+
+void Metrics::CountAdmission(std::string_view endpoint, std::string_view result, double seconds,
+                             std::span<const core::Finding> findings) {
+  std::lock_guard lock(mutex_);
+  CountRequestLocked(endpoint, result, seconds);
+  if (result == "error") ++internal_errors_[std::string(endpoint)];
+  for (const auto& finding : findings) {
+    ++Slot(findings_, finding.rule, core::LevelName(finding.level));
+  }
+}
+
+void Metrics::CountRequestLocked(std::string_view endpoint, std::string_view result,
+                                 double seconds) {
+  ++Slot(requests_, endpoint, result);
+  auto histogram_it = latency_.find(endpoint);
+  if (histogram_it == latency_.end()) {
+    histogram_it = latency_.emplace(std::string(endpoint), Histogram{}).first;
+  }
+  Histogram& histogram = histogram_it->second;
   for (size_t i = 0; i < kLatencyBuckets.size(); ++i) {
     if (seconds <= kLatencyBuckets[i]) ++histogram.buckets[i];
   }
@@ -54,7 +89,7 @@ void Metrics::CountRequest(std::string_view endpoint, std::string_view result, d
 
 void Metrics::CountFinding(std::string_view rule, std::string_view level) {
   std::lock_guard lock(mutex_);
-  ++findings_[{std::string(rule), std::string(level)}];
+  ++Slot(findings_, rule, level);
 }
 
 void Metrics::CountInternalError(std::string_view endpoint) {

@@ -31,7 +31,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void LogLine(spdlog::level::level_enum level, core::Json fields) {
+void LogLine(spdlog::level::level_enum level, const core::Json& fields) {
+  if (!spdlog::should_log(level)) return;
   spdlog::log(level, "{}", fields.dump(-1, ' ', false, core::Json::error_handler_t::replace));
 }
 
@@ -332,13 +333,10 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
 
   const double seconds = SecondsSince(start);
   const std::string_view result = AdmitResultName(outcome.result);
-  metrics_.CountRequest(endpoint_name, result, seconds);
-  if (outcome.result == AdmitResult::Error) metrics_.CountInternalError(endpoint_name);
+  metrics_.CountAdmission(endpoint_name, result, seconds, outcome.findings);
+  if (!spdlog::should_log(spdlog::level::info)) return;
   core::Json rules = core::Json::array();
-  for (const auto& finding : outcome.findings) {
-    metrics_.CountFinding(finding.rule, core::LevelName(finding.level));
-    rules.push_back(finding.rule);
-  }
+  for (const auto& finding : outcome.findings) rules.push_back(finding.rule);
   core::Json line = {{"msg", "admission"},
                      {"endpoint", endpoint_name},
                      {"uid", uid},
@@ -351,8 +349,7 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
                      {"dryRun", dry_run},
                      {"durationMs", seconds * 1000.0}};
   if (outcome.result == AdmitResult::Error) line["error"] = outcome.response.message;
-  LogLine(outcome.result == AdmitResult::Error ? spdlog::level::err : spdlog::level::info,
-          std::move(line));
+  LogLine(outcome.result == AdmitResult::Error ? spdlog::level::err : spdlog::level::info, line);
 }
 
 }  // namespace ncclguard::webhook
