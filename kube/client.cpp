@@ -11,9 +11,12 @@ namespace {
 
 const char* PatchContentType(PatchType type) {
   switch (type) {
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kJson: return "application/json-patch+json";
-    case PatchType::kStrategic: return "application/strategic-merge-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kStrategic:
+      return "application/strategic-merge-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -40,8 +43,8 @@ std::string WriteQuery(const WriteOptions& options) {
 core::Json ParseBody(const std::string& body, const std::string& what) {
   core::Json parsed = core::Json::parse(body, nullptr, false);
   if (parsed.is_discarded()) {
-    throw ApiError(ErrorCode::kDecode,
-                   what + ": response is not JSON: " + body.substr(0, std::min<size_t>(200, body.size())));
+    throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
+                                           body.substr(0, std::min<size_t>(200, body.size())));
   }
   return parsed;
 }
@@ -81,16 +84,16 @@ HttpResponse Client::Send(HttpRequest request) {
   return response;
 }
 
-core::Json Client::Call(const std::string& method, const std::string& path,
-                        const std::string& body, const std::string& content_type,
-                        const std::string& what) {
+core::Json Client::Call(const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& content_type, const std::string& what) {
   HttpRequest request{method, path, body, content_type, options_.request_timeout};
   std::string description = what + " (" + method + " " + path + ")";
   for (int attempt = 0;; ++attempt) {
     HttpResponse response = Send(request);
-    if (response.status >= 200 && response.status < 300) return ParseBody(response.body, description);
-    ApiError error = ErrorFromResponse(description, response.status, response.body,
-                                       response.retry_after);
+    if (response.status >= 200 && response.status < 300)
+      return ParseBody(response.body, description);
+    ApiError error =
+        ErrorFromResponse(description, response.status, response.body, response.retry_after);
     if (error.code() == ErrorCode::kTooManyRequests && attempt < options_.max_retries_on_429) {
       auto wait = std::min(std::max(error.retry_after(), std::chrono::seconds(1)),
                            std::chrono::seconds(10));
@@ -118,7 +121,8 @@ ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options)
   ListPage page;
   if (!list.is_object()) throw ApiError(ErrorCode::kDecode, what + ": response is not an object");
   auto items = list.find("items");
-  if (items != list.end() && items->is_array()) page.items = std::move(*items);
+  if (items != list.end() && items->is_array())
+    page.items = std::move(*items);
   else if (items != list.end() && !items->is_null()) {
     throw ApiError(ErrorCode::kDecode, what + ": 'items' is not a list");
   }
@@ -140,8 +144,7 @@ ListPage Client::List(const ResourceRef& ref, ListOptions options) {
     } catch (const ApiError& error) {
       // The continue token outlived etcd's compaction window: start over in one request.
       if (error.code() != ErrorCode::kGone || options.continue_token.empty() || restarted) throw;
-      spdlog::info("list {}: continue token expired, listing again without paging",
-                   ref.Describe());
+      spdlog::info("list {}: continue token expired, listing again without paging", ref.Describe());
       restarted = true;
       all = ListPage{};
       options.continue_token.clear();
@@ -159,8 +162,8 @@ ListPage Client::List(const ResourceRef& ref, ListOptions options) {
 
 core::Json Client::Create(const ResourceRef& ref, const core::Json& object,
                           const WriteOptions& options) {
-  return Call("POST", ref.CollectionPath() + WriteQuery(options), object.dump(),
-              "application/json", "create " + ref.Describe());
+  return Call("POST", ref.CollectionPath() + WriteQuery(options), object.dump(), "application/json",
+              "create " + ref.Describe());
 }
 
 core::Json Client::Update(const ResourceRef& ref, const core::Json& object,
@@ -171,14 +174,15 @@ core::Json Client::Update(const ResourceRef& ref, const core::Json& object,
 
 core::Json Client::Patch(const ResourceRef& ref, PatchType type, const core::Json& patch,
                          const WriteOptions& options) {
-  return Call("PATCH", ref.ObjectPath() + WriteQuery(options), patch.dump(),
-              PatchContentType(type), "patch " + ref.Describe());
+  return Call("PATCH", ref.ObjectPath() + WriteQuery(options), patch.dump(), PatchContentType(type),
+              "patch " + ref.Describe());
 }
 
 core::Json Client::Apply(const ResourceRef& ref, const core::Json& object,
                          const std::string& field_manager, bool force) {
   if (field_manager.empty()) {
-    throw std::invalid_argument("server-side apply of " + ref.Describe() + " needs a field manager");
+    throw std::invalid_argument("server-side apply of " + ref.Describe() +
+                                " needs a field manager");
   }
   std::string query = "?fieldManager=" + UrlEncode(field_manager) + (force ? "&force=true" : "");
   return Call("PATCH", ref.ObjectPath() + query, object.dump(), "application/apply-patch+yaml",
@@ -221,7 +225,8 @@ void Client::Watch(const ResourceRef& ref, const WatchOptions& options,
   query.Add("labelSelector", options.label_selector);
   query.Add("fieldSelector", options.field_selector);
   if (options.allow_bookmarks) query.Add("allowWatchBookmarks", "true");
-  if (options.timeout_seconds > 0) query.Add("timeoutSeconds", std::to_string(options.timeout_seconds));
+  if (options.timeout_seconds > 0)
+    query.Add("timeoutSeconds", std::to_string(options.timeout_seconds));
   std::string what = "watch " + ref.Describe();
   if (!limiter_->Wait(stop)) return;
 

@@ -71,7 +71,8 @@ class KubeConfigReader {
       if (String(item, "name", field) != name) continue;
       YAML::Node inner = item[inner_key];
       if (!inner || !inner.IsMap()) {
-        throw ConfigError(Where(field + "." + inner_key) + " (name " + name + "): missing or not a map");
+        throw ConfigError(Where(field + "." + inner_key) + " (name " + name +
+                          "): missing or not a map");
       }
       return inner;
     }
@@ -152,7 +153,8 @@ ClientConfig ParseKubeConfig(const std::string& yaml_text, const std::string& so
   std::string context_field = "contexts[" + context_name + "].context";
   std::string cluster_name = reader.String(context, "cluster", context_field);
   std::string user_name = reader.String(context, "user", context_field);
-  if (cluster_name.empty()) throw ConfigError(reader.Where(context_field + ".cluster") + ": missing");
+  if (cluster_name.empty())
+    throw ConfigError(reader.Where(context_field + ".cluster") + ": missing");
 
   ClientConfig config;
   config.source = "kubeconfig " + source_name + ", context " + context_name;
@@ -230,7 +232,8 @@ ClientConfig InClusterConfig(const InClusterEnvironment& env) {
   std::string host = Getenv(env, "KUBERNETES_SERVICE_HOST");
   std::string port = Getenv(env, "KUBERNETES_SERVICE_PORT");
   if (host.empty() || port.empty()) {
-    throw ConfigError("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+    throw ConfigError(
+        "in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
   }
   if (port.find_first_not_of("0123456789") != std::string::npos) {
     throw ConfigError("in-cluster: KUBERNETES_SERVICE_PORT '" + port + "' is not a port number");
@@ -244,7 +247,8 @@ ClientConfig InClusterConfig(const InClusterEnvironment& env) {
     throw ConfigError("in-cluster: token file " + env.token_file + " is empty");
   }
   config.token_file = env.token_file;
-  if (!fs::exists(env.ca_file)) throw ConfigError("in-cluster: CA file " + env.ca_file + " missing");
+  if (!fs::exists(env.ca_file))
+    throw ConfigError("in-cluster: CA file " + env.ca_file + " missing");
   config.ca_file = env.ca_file;
   std::error_code ignored;
   if (fs::exists(env.namespace_file, ignored)) {
@@ -254,8 +258,8 @@ ClientConfig InClusterConfig(const InClusterEnvironment& env) {
   return config;
 }
 
-ClientConfig LoadClientConfig(const std::string& kubeconfig_flag,
-                              const KubeConfigOptions& options, const InClusterEnvironment& env) {
+ClientConfig LoadClientConfig(const std::string& kubeconfig_flag, const KubeConfigOptions& options,
+                              const InClusterEnvironment& env) {
   if (!kubeconfig_flag.empty()) return LoadKubeConfigFile(kubeconfig_flag, options);
   std::string list = Getenv(env, "KUBECONFIG");
   if (!list.empty()) {

@@ -35,7 +35,7 @@ struct ClientConfig {
 };
 
 struct KubeConfigOptions {
-  std::string context;                     // empty: current-context
+  std::string context;  // empty: current-context
   bool allow_insecure_skip_tls_verify = false;
 };
 

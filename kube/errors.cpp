@@ -8,20 +8,34 @@ namespace ncclguard::kube {
 
 const char* ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kTransport: return "Transport";
-    case ErrorCode::kDecode: return "Decode";
-    case ErrorCode::kBadRequest: return "BadRequest";
-    case ErrorCode::kUnauthorized: return "Unauthorized";
-    case ErrorCode::kForbidden: return "Forbidden";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kMethodNotAllowed: return "MethodNotAllowed";
-    case ErrorCode::kAlreadyExists: return "AlreadyExists";
-    case ErrorCode::kConflict: return "Conflict";
-    case ErrorCode::kGone: return "Gone";
-    case ErrorCode::kInvalid: return "Invalid";
-    case ErrorCode::kTooManyRequests: return "TooManyRequests";
-    case ErrorCode::kServerError: return "ServerError";
-    case ErrorCode::kUnknown: return "Unknown";
+    case ErrorCode::kTransport:
+      return "Transport";
+    case ErrorCode::kDecode:
+      return "Decode";
+    case ErrorCode::kBadRequest:
+      return "BadRequest";
+    case ErrorCode::kUnauthorized:
+      return "Unauthorized";
+    case ErrorCode::kForbidden:
+      return "Forbidden";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kMethodNotAllowed:
+      return "MethodNotAllowed";
+    case ErrorCode::kAlreadyExists:
+      return "AlreadyExists";
+    case ErrorCode::kConflict:
+      return "Conflict";
+    case ErrorCode::kGone:
+      return "Gone";
+    case ErrorCode::kInvalid:
+      return "Invalid";
+    case ErrorCode::kTooManyRequests:
+      return "TooManyRequests";
+    case ErrorCode::kServerError:
+      return "ServerError";
+    case ErrorCode::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -44,16 +58,26 @@ ErrorCode ClassifyStatus(long http_status, const std::string& reason) {
   if (reason == "Unauthorized") return ErrorCode::kUnauthorized;
   if (reason == "TooManyRequests") return ErrorCode::kTooManyRequests;
   switch (http_status) {
-    case 400: return ErrorCode::kBadRequest;
-    case 401: return ErrorCode::kUnauthorized;
-    case 403: return ErrorCode::kForbidden;
-    case 404: return ErrorCode::kNotFound;
-    case 405: return ErrorCode::kMethodNotAllowed;
-    case 409: return ErrorCode::kConflict;
-    case 410: return ErrorCode::kGone;
-    case 422: return ErrorCode::kInvalid;
-    case 429: return ErrorCode::kTooManyRequests;
-    default: break;
+    case 400:
+      return ErrorCode::kBadRequest;
+    case 401:
+      return ErrorCode::kUnauthorized;
+    case 403:
+      return ErrorCode::kForbidden;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 405:
+      return ErrorCode::kMethodNotAllowed;
+    case 409:
+      return ErrorCode::kConflict;
+    case 410:
+      return ErrorCode::kGone;
+    case 422:
+      return ErrorCode::kInvalid;
+    case 429:
+      return ErrorCode::kTooManyRequests;
+    default:
+      break;
   }
   if (http_status >= 500 && http_status < 600) return ErrorCode::kServerError;
   return ErrorCode::kUnknown;
@@ -69,8 +93,8 @@ ApiError ErrorFromResponse(const std::string& what, long http_status, const std:
     message = status.value("message", "");
     reason = status.value("reason", "");
     if (status.contains("code") && status["code"].is_number_integer()) code = status["code"];
-    if (retry_after.count() == 0 && status.contains("details") &&
-        status["details"].is_object() && status["details"].contains("retryAfterSeconds") &&
+    if (retry_after.count() == 0 && status.contains("details") && status["details"].is_object() &&
+        status["details"].contains("retryAfterSeconds") &&
         status["details"]["retryAfterSeconds"].is_number_integer()) {
       retry_after = std::chrono::seconds(status["details"]["retryAfterSeconds"].get<long>());
     }

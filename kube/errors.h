@@ -9,19 +9,19 @@
 namespace ncclguard::kube {
 
 enum class ErrorCode {
-  kTransport,        // no HTTP response: connection refused, TLS failure, timeout
-  kDecode,           // a response or watch line that is not the JSON we expect
-  kBadRequest,       // 400
-  kUnauthorized,     // 401
-  kForbidden,        // 403
-  kNotFound,         // 404
-  kMethodNotAllowed, // 405
-  kAlreadyExists,    // 409, reason AlreadyExists
-  kConflict,         // 409, reason Conflict (stale resourceVersion)
-  kGone,             // 410, or reason Expired / Gone (resourceVersion too old)
-  kInvalid,          // 422
-  kTooManyRequests,  // 429; retry_after() says when
-  kServerError,      // 5xx
+  kTransport,         // no HTTP response: connection refused, TLS failure, timeout
+  kDecode,            // a response or watch line that is not the JSON we expect
+  kBadRequest,        // 400
+  kUnauthorized,      // 401
+  kForbidden,         // 403
+  kNotFound,          // 404
+  kMethodNotAllowed,  // 405
+  kAlreadyExists,     // 409, reason AlreadyExists
+  kConflict,          // 409, reason Conflict (stale resourceVersion)
+  kGone,              // 410, or reason Expired / Gone (resourceVersion too old)
+  kInvalid,           // 422
+  kTooManyRequests,   // 429; retry_after() says when
+  kServerError,       // 5xx
   kUnknown,
 };
 

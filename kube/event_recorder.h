@@ -40,7 +40,7 @@ class EventDeduplicator {
   static std::string Key(const EventSpec& spec);
 
   struct Existing {
-    std::string name;       // the Event to update
+    std::string name;  // the Event to update
     std::string namespace_;
     int count;  // the series count including this occurrence (>= 2)
   };

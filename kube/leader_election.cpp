@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <ctime>
-#include <stdexcept>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
@@ -39,8 +39,7 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
 LeaderElector::LeaderElector(const ClientConfig& config, LeaderElectionOptions options)
     : options_(std::move(options)) {
   ClientOptions client_options;
-  client_options.request_timeout =
-      std::max(options_.retry_period, std::chrono::milliseconds(1000));
+  client_options.request_timeout = std::max(options_.retry_period, std::chrono::milliseconds(1000));
   client_options.max_retries_on_429 = 0;
   client_ = std::make_shared<Client>(config, client_options);
   lease_ = resources::Leases().In(options_.lease_namespace).Named(options_.lease_name);
@@ -93,8 +92,8 @@ bool LeaderElector::TryAcquireOrRenew() {
     Observe(created["spec"]);
     return true;
   }
-  core::Json spec = lease.contains("spec") && lease["spec"].is_object() ? lease["spec"]
-                                                                        : core::Json::object();
+  core::Json spec =
+      lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : core::Json::object();
   Observe(spec);
   std::string holder = spec.value("holderIdentity", "");
   bool mine = holder == options_.identity;
@@ -129,8 +128,7 @@ void LeaderElector::Release() {
     lease["spec"]["leaseDurationSeconds"] = 1;
     lease["spec"]["renewTime"] = FormatMicroTime(std::chrono::system_clock::now());
     client_->Update(lease_, lease);
-    spdlog::info("leader election {}: {} released the lease", lease_.Describe(),
-                 options_.identity);
+    spdlog::info("leader election {}: {} released the lease", lease_.Describe(), options_.identity);
   } catch (const std::exception& error) {
     spdlog::warn("leader election {}: releasing the lease failed: {}", lease_.Describe(),
                  error.what());

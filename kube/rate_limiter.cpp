@@ -6,11 +6,7 @@
 namespace ncclguard::kube {
 
 TokenBucket::TokenBucket(double qps, int burst, Now now)
-    : qps_(qps),
-      burst_(std::max(1, burst)),
-      now_(std::move(now)),
-      tokens_(burst_),
-      last_(now_()) {}
+    : qps_(qps), burst_(std::max(1, burst)), now_(std::move(now)), tokens_(burst_), last_(now_()) {}
 
 TokenBucket::Clock::duration TokenBucket::Reserve() {
   if (qps_ <= 0) return Clock::duration::zero();
@@ -24,7 +20,8 @@ TokenBucket::Clock::duration TokenBucket::Reserve() {
   // Tokens may go negative: that debt is the queue of callers already waiting.
   tokens_ -= 1.0;
   if (tokens_ >= 0) return Clock::duration::zero();
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(-tokens_ / qps_));
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(-tokens_ / qps_));
 }
 
 bool TokenBucket::Wait(const StopToken& stop) {

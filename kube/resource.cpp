@@ -38,8 +38,10 @@ std::string ResourceRef::ObjectPath() const {
 
 std::string ResourceRef::Describe() const {
   std::string what = group.empty() ? resource : resource + "." + group;
-  if (!namespace_.empty()) what += " " + namespace_ + "/";
-  else if (!name.empty()) what += " ";
+  if (!namespace_.empty())
+    what += " " + namespace_ + "/";
+  else if (!name.empty())
+    what += " ";
   return what + name;
 }
 

@@ -213,7 +213,8 @@ curl_slist* Headers(const HttpRequest& request, const std::string& token) {
       request.method == "PATCH") {
     headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
   }
-  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  if (!token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   return headers;
 }
 

@@ -50,8 +50,8 @@ void WorkQueue::AddAfter(const std::string& key, Clock::duration delay) {
 WorkQueue::Clock::duration WorkQueue::BackoffLocked(const std::string& key) const {
   auto found = failures_.find(key);
   int failures = found == failures_.end() ? 0 : found->second;
-  double delay_ms = static_cast<double>(options_.base_delay.count()) *
-                    std::pow(2.0, std::min(failures, 62));
+  double delay_ms =
+      static_cast<double>(options_.base_delay.count()) * std::pow(2.0, std::min(failures, 62));
   double max_ms = static_cast<double>(options_.max_delay.count());
   return std::chrono::milliseconds(static_cast<long>(std::min(delay_ms, max_ms)));
 }
