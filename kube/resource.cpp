@@ -38,11 +38,9 @@ std::string ResourceRef::ObjectPath() const {
 
 std::string ResourceRef::Describe() const {
   std::string what = group.empty() ? resource : resource + "." + group;
-  if (!namespace_.empty())
-    what += " " + namespace_ + "/";
-  else if (!name.empty())
-    what += " ";
-  return what + name;
+  if (!namespace_.empty() && !name.empty()) return what + " " + namespace_ + "/" + name;
+  if (!namespace_.empty()) return what + " in " + namespace_;
+  return name.empty() ? what : what + " " + name;
 }
 
 std::string UrlEncode(const std::string& value) {
