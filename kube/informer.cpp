@@ -8,6 +8,8 @@
 namespace ncclguard::kube {
 namespace {
 
+constexpr std::chrono::seconds kShortWatch{1};
+
 void CopyIdentity(const core::Json& from, core::Json& to) {
   auto metadata = from.find("metadata");
   if (metadata == from.end() || !metadata->is_object()) return;
@@ -192,7 +194,7 @@ void Informer::ListAndReplace(std::vector<Change>& changes) {
   ++stats_.lists;
 }
 
-void Informer::WatchOnce(Backoff& backoff) {
+int Informer::WatchOnce(Backoff& backoff) {
   WatchOptions watch_options;
   watch_options.label_selector = options_.label_selector;
   watch_options.field_selector = options_.field_selector;
@@ -206,9 +208,11 @@ void Informer::WatchOnce(Backoff& backoff) {
     std::lock_guard lock(mutex_);
     ++stats_.watches;
   }
+  int events = 0;
   client_->Watch(
       options_.resource, watch_options,
       [&](WatchEvent&& event) {
+        ++events;
         backoff.Reset();
         std::string rv = ResourceVersionOf(event.object);
         std::vector<Change> changes;
@@ -231,6 +235,7 @@ void Informer::WatchOnce(Backoff& backoff) {
         Notify(changes);
       },
       stop_);
+  return events;
 }
 
 void Informer::Run() {
@@ -258,7 +263,14 @@ void Informer::Run() {
         }
         backoff.Reset();
       }
-      WatchOnce(backoff);
+      auto began = std::chrono::steady_clock::now();
+      if (WatchOnce(backoff) > 0 || std::chrono::steady_clock::now() - began > kShortWatch) {
+        continue;
+      }
+      // A server that ends every watch at once, without events, would otherwise be asked
+      // again in a tight loop.
+      std::lock_guard lock(mutex_);
+      ++stats_.short_watches;
     } catch (const ApiError& error) {
       if (stop_.stopped()) break;
       std::lock_guard lock(mutex_);

@@ -56,6 +56,7 @@ struct InformerStats {
   int relists_after_gone = 0;
   int resyncs_after_bad_stream = 0;
   int watches = 0;
+  int short_watches = 0;  // ended at once without events: backed off like an error
   int reconnects_after_error = 0;
 };
 
@@ -93,7 +94,7 @@ class Informer {
 
   void Run();
   void ListAndReplace(std::vector<Change>& changes);
-  void WatchOnce(Backoff& backoff);
+  int WatchOnce(Backoff& backoff);  // returns the number of events received
   CachedObject Project(const core::Json& object) const;
   void Upsert(const CachedObject& object, std::vector<Change>& changes);
   void Remove(const std::string& key, std::vector<Change>& changes);
