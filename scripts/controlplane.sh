@@ -6,6 +6,8 @@
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
+#   scripts/controlplane.sh stop-apiserver | start-apiserver
+#                                    stop / start kube-apiserver alone (etcd and the URL stay)
 #
 # Environment:
 #   NCCLGUARD_CONTROLPLANE_CACHE   binary cache (default ~/.cache/ncclguard/controlplane/<k8s version>)
@@ -387,32 +389,39 @@ start_etcd() {
   fail_start "$state_dir/etcd.log" "etcd could not bind a port in 5 attempts"
 }
 
-start_apiserver() {
-  local attempt port rc pki="$state_dir/pki" extra=()
+# launch_apiserver <port>: starts kube-apiserver on <port> against $etcd_url and waits;
+# sets rc like wait_until.
+launch_apiserver() {
+  local port="$1" pki="$state_dir/pki" extra=()
   read -r -a extra <<<"${NCCLGUARD_CONTROLPLANE_EXTRA_APISERVER_ARGS:-}"
+  stop_recorded "$state_dir/kube-apiserver.pid"
+  # ServiceAccount admission is off because no controller-manager creates
+  # token secrets; the endpoint reconciler is off because a loopback
+  # advertise address is not a valid Endpoints IP.
+  launch kube-apiserver \
+    --etcd-servers="$etcd_url" \
+    --secure-port="$port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --endpoint-reconciler-type=none \
+    "${extra[@]}"
+  rc=0
+  wait_until kube-apiserver "$ready_timeout" curl -fsS --max-time 3 --cacert "$pki/ca.crt" \
+    --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$port/readyz" || rc=$?
+}
+
+start_apiserver() {
+  local attempt port rc
   for ((attempt = 1; attempt <= 5; attempt++)); do
     port="$(pick_port 2 "$attempt")"
     log "starting kube-apiserver on https://127.0.0.1:$port, attempt $attempt"
-    stop_recorded "$state_dir/kube-apiserver.pid"
-    # ServiceAccount admission is off because no controller-manager creates
-    # token secrets; the endpoint reconciler is off because a loopback
-    # advertise address is not a valid Endpoints IP.
-    launch kube-apiserver \
-      --etcd-servers="$etcd_url" \
-      --secure-port="$port" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
-      --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-      --client-ca-file="$pki/ca.crt" \
-      --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-      --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-      --service-cluster-ip-range=10.0.0.0/24 \
-      --authorization-mode=RBAC \
-      --disable-admission-plugins=ServiceAccount \
-      --allow-privileged=true \
-      --endpoint-reconciler-type=none \
-      "${extra[@]}"
-    rc=0
-    wait_until kube-apiserver "$ready_timeout" curl -fsS --max-time 3 --cacert "$pki/ca.crt" \
-      --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$port/readyz" || rc=$?
+    launch_apiserver "$port"
     started_or_retry kube-apiserver "$rc" || continue
     apiserver_url="https://127.0.0.1:$port"
     return 0
@@ -523,13 +532,46 @@ cmd_status() {
   return "$ok"
 }
 
+# Tests of clients that must survive an API server restart stop and start
+# kube-apiserver alone: etcd and its data stay, the URL stays the same.
+require_instance() {
+  [[ -f "$state_dir/$marker_file" && -f "$state_dir/controlplane.env" ]] ||
+    die "no control plane in $state_dir (run 'scripts/controlplane.sh start' first)"
+}
+
+cmd_stop_apiserver() {
+  require_instance
+  stop_recorded "$state_dir/kube-apiserver.pid"
+}
+
+cmd_start_apiserver() {
+  require_instance
+  pid_alive "$state_dir/kube-apiserver.pid" && die "kube-apiserver already runs in $state_dir"
+  pid_alive "$state_dir/etcd.pid" || die "etcd is not running in $state_dir"
+  local url port rc
+  etcd_url="$(sed -n 's/^ETCD_URL=//p' "$state_dir/controlplane.env")"
+  url="$(sed -n 's/^APISERVER_URL=//p' "$state_dir/controlplane.env")"
+  port="${url##*:}"
+  log "starting kube-apiserver again on $url"
+  launch_apiserver "$port"
+  case $rc in
+    0) log "kube-apiserver ready again at $url" ;;
+    1) log "error: kube-apiserver exited while starting (port $port taken?)"
+      log_tail "$state_dir/kube-apiserver.log"; exit 1 ;;
+    *) log "error: kube-apiserver not ready after ${ready_timeout}s"
+      log_tail "$state_dir/kube-apiserver.log"; exit 1 ;;
+  esac
+}
+
 main() {
   case "${1:-}" in
     build) cmd_build ;;
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
-    *) printf 'usage: %s build|start|stop|status\n' "$0" >&2; exit 2 ;;
+    stop-apiserver) cmd_stop_apiserver ;;
+    start-apiserver) cmd_start_apiserver ;;
+    *) printf 'usage: %s build|start|stop|status|stop-apiserver|start-apiserver\n' "$0" >&2; exit 2 ;;
   esac
 }
 

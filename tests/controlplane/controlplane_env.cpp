@@ -107,6 +107,14 @@ ProcessResult ControlPlane::Stop() {
   return RunProcess({ControlPlaneScript(), "stop"}, ScriptEnv());
 }
 
+ProcessResult ControlPlane::StopApiServer() {
+  return RunProcess({ControlPlaneScript(), "stop-apiserver"}, ScriptEnv());
+}
+
+ProcessResult ControlPlane::StartApiServer() {
+  return RunProcess({ControlPlaneScript(), "start-apiserver"}, ScriptEnv());
+}
+
 std::unique_ptr<ControlPlane> ControlPlaneEnvironment::instance_;
 
 void ControlPlaneEnvironment::SetUp() {

@@ -44,6 +44,9 @@ class ControlPlane {
   // returned as is so tests can inspect failures.
   ProcessResult Start();
   ProcessResult Stop();
+  // Stops / starts kube-apiserver alone; etcd (and its data) and the URL stay.
+  ProcessResult StopApiServer();
+  ProcessResult StartApiServer();
 
   bool running() const { return running_; }
   const ControlPlaneInfo& info() const { return info_; }

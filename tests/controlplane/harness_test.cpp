@@ -91,6 +91,26 @@ TEST(ControlPlaneHarness, SecondInstanceIsIndependentOfTheShared) {
       << "stopping one instance must not touch another";
 }
 
+TEST(ControlPlaneHarness, ApiServerRestartsAloneKeepingItsDataAndUrl) {
+  ControlPlane instance(MakeTempDir("ncclguard-cp-restart"));
+  ASSERT_NO_FATAL_FAILURE(ExpectStartOk(instance.Start()));
+  TestKubeClient client(instance.info());
+  std::string ns = CreateTestNamespace(client, "survives-restart");
+
+  ProcessResult stopped = instance.StopApiServer();
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.stderr_text;
+  EXPECT_NE(client.Get("/readyz").status, 200);
+  ProcessResult started = instance.StartApiServer();
+  ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
+  EXPECT_EQ(client.Get("/readyz").status, 200);
+  EXPECT_EQ(client.Get("/api/v1/namespaces/" + ns).status, 200) << "etcd data was lost";
+  ProcessResult twice = instance.StartApiServer();
+  EXPECT_NE(twice.exit_code, 0);
+  EXPECT_NE(twice.stderr_text.find("already runs"), std::string::npos) << twice.stderr_text;
+  EXPECT_EQ(instance.Stop().exit_code, 0);
+  EXPECT_TRUE(ProcessesMentioning(instance.state_dir()).empty());
+}
+
 TEST(ControlPlaneHarness, StaleStateDirFromACrashedRunIsCleanedUp) {
   std::string dir = MakeTempDir("ncclguard-cp-stale");
   // What a killed run leaves: the marker, pid files of dead processes (one a

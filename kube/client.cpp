@@ -1,0 +1,262 @@
+#include "kube/client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+namespace ncclguard::kube {
+namespace {
+
+const char* PatchContentType(PatchType type) {
+  switch (type) {
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kStrategic:
+      return "application/strategic-merge-patch+json";
+  }
+  return "application/merge-patch+json";
+}
+
+class Query {
+ public:
+  void Add(const std::string& key, const std::string& value) {
+    if (value.empty()) return;
+    text_ += (text_.empty() ? "?" : "&") + key + "=" + UrlEncode(value);
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+std::string WriteQuery(const WriteOptions& options) {
+  Query query;
+  query.Add("fieldManager", options.field_manager);
+  if (options.dry_run) query.Add("dryRun", "All");
+  return query.str();
+}
+
+core::Json ParseBody(const std::string& body, const std::string& what) {
+  core::Json parsed = core::Json::parse(body, nullptr, false);
+  if (parsed.is_discarded()) {
+    throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
+                                           body.substr(0, std::min<size_t>(200, body.size())));
+  }
+  return parsed;
+}
+
+}  // namespace
+
+std::string ObjectKey(const std::string& ns, const std::string& name) {
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::string ObjectKey(const core::Json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  std::string ns = metadata->value("namespace", "");
+  return ObjectKey(ns, metadata->value("name", ""));
+}
+
+std::string ResourceVersionOf(const core::Json& object) {
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  auto rv = metadata->find("resourceVersion");
+  return rv != metadata->end() && rv->is_string() ? rv->get<std::string>() : "";
+}
+
+Client::Client(ClientConfig config, ClientOptions options)
+    : transport_(std::make_shared<Transport>(std::move(config))),
+      limiter_(std::make_shared<TokenBucket>(options.qps, options.burst)),
+      options_(options) {}
+
+HttpResponse Client::Send(HttpRequest request) {
+  limiter_->Wait(StopToken());
+  HttpResponse response = transport_->Perform(request);
+  // A rotated service-account token: the file changed under us; retry once with the new one.
+  if (response.status == 401 && transport_->tokens().Refresh()) {
+    response = transport_->Perform(request);
+  }
+  return response;
+}
+
+core::Json Client::Call(const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& content_type, const std::string& what) {
+  HttpRequest request{method, path, body, content_type, options_.request_timeout};
+  std::string description = what + " (" + method + " " + path + ")";
+  for (int attempt = 0;; ++attempt) {
+    HttpResponse response = Send(request);
+    if (response.status >= 200 && response.status < 300)
+      return ParseBody(response.body, description);
+    ApiError error =
+        ErrorFromResponse(description, response.status, response.body, response.retry_after);
+    if (error.code() == ErrorCode::kTooManyRequests && attempt < options_.max_retries_on_429) {
+      auto wait = std::min(std::max(error.retry_after(), std::chrono::seconds(1)),
+                           std::chrono::seconds(10));
+      spdlog::debug("{}: throttled by the server, retrying in {}s", description, wait.count());
+      std::this_thread::sleep_for(wait);
+      continue;
+    }
+    throw error;
+  }
+}
+
+core::Json Client::Get(const ResourceRef& ref) {
+  return Call("GET", ref.ObjectPath(), "", "", "get " + ref.Describe());
+}
+
+ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options) {
+  Query query;
+  query.Add("labelSelector", options.label_selector);
+  query.Add("fieldSelector", options.field_selector);
+  if (options.limit > 0) query.Add("limit", std::to_string(options.limit));
+  query.Add("continue", options.continue_token);
+  query.Add("resourceVersion", options.resource_version);
+  std::string what = "list " + ref.Describe();
+  core::Json list = Call("GET", ref.CollectionPath() + query.str(), "", "", what);
+  ListPage page;
+  if (!list.is_object()) throw ApiError(ErrorCode::kDecode, what + ": response is not an object");
+  auto items = list.find("items");
+  if (items != list.end() && items->is_array())
+    page.items = std::move(*items);
+  else if (items != list.end() && !items->is_null()) {
+    throw ApiError(ErrorCode::kDecode, what + ": 'items' is not a list");
+  }
+  auto metadata = list.find("metadata");
+  if (metadata != list.end() && metadata->is_object()) {
+    page.resource_version = metadata->value("resourceVersion", "");
+    page.continue_token = metadata->value("continue", "");
+  }
+  return page;
+}
+
+ListPage Client::List(const ResourceRef& ref, ListOptions options) {
+  ListPage all;
+  bool restarted = false;
+  while (true) {
+    ListPage page;
+    try {
+      page = ListOnePage(ref, options);
+    } catch (const ApiError& error) {
+      // The continue token outlived etcd's compaction window: start over in one request.
+      if (error.code() != ErrorCode::kGone || options.continue_token.empty() || restarted) throw;
+      spdlog::info("list {}: continue token expired, listing again without paging", ref.Describe());
+      restarted = true;
+      all = ListPage{};
+      options.continue_token.clear();
+      options.limit = 0;
+      continue;
+    }
+    for (auto& item : page.items) all.items.push_back(std::move(item));
+    // Later pages are served at the first page's resourceVersion.
+    if (all.resource_version.empty()) all.resource_version = page.resource_version;
+    if (page.continue_token.empty()) return all;
+    options.continue_token = page.continue_token;
+    options.resource_version.clear();
+  }
+}
+
+core::Json Client::Create(const ResourceRef& ref, const core::Json& object,
+                          const WriteOptions& options) {
+  return Call("POST", ref.CollectionPath() + WriteQuery(options), object.dump(), "application/json",
+              "create " + ref.Describe());
+}
+
+core::Json Client::Update(const ResourceRef& ref, const core::Json& object,
+                          const WriteOptions& options) {
+  return Call("PUT", ref.ObjectPath() + WriteQuery(options), object.dump(), "application/json",
+              "update " + ref.Describe());
+}
+
+core::Json Client::Patch(const ResourceRef& ref, PatchType type, const core::Json& patch,
+                         const WriteOptions& options) {
+  return Call("PATCH", ref.ObjectPath() + WriteQuery(options), patch.dump(), PatchContentType(type),
+              "patch " + ref.Describe());
+}
+
+core::Json Client::Apply(const ResourceRef& ref, const core::Json& object,
+                         const std::string& field_manager, bool force) {
+  if (field_manager.empty()) {
+    throw std::invalid_argument("server-side apply of " + ref.Describe() +
+                                " needs a field manager");
+  }
+  std::string query = "?fieldManager=" + UrlEncode(field_manager) + (force ? "&force=true" : "");
+  return Call("PATCH", ref.ObjectPath() + query, object.dump(), "application/apply-patch+yaml",
+              "apply " + ref.Describe());
+}
+
+core::Json Client::Delete(const ResourceRef& ref, const DeleteOptions& options) {
+  core::Json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+  if (!options.precondition_uid.empty()) body["preconditions"]["uid"] = options.precondition_uid;
+  if (!options.precondition_resource_version.empty()) {
+    body["preconditions"]["resourceVersion"] = options.precondition_resource_version;
+  }
+  if (!options.propagation_policy.empty()) body["propagationPolicy"] = options.propagation_policy;
+  if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
+  return Call("DELETE", ref.ObjectPath(), body.dump(), "application/json",
+              "delete " + ref.Describe());
+}
+
+core::Json Client::GetStatus(const ResourceRef& ref) {
+  return Call("GET", ref.ObjectPath() + "/status", "", "", "get status of " + ref.Describe());
+}
+
+core::Json Client::UpdateStatus(const ResourceRef& ref, const core::Json& object,
+                                const WriteOptions& options) {
+  return Call("PUT", ref.ObjectPath() + "/status" + WriteQuery(options), object.dump(),
+              "application/json", "update status of " + ref.Describe());
+}
+
+core::Json Client::PatchStatus(const ResourceRef& ref, PatchType type, const core::Json& patch,
+                               const WriteOptions& options) {
+  return Call("PATCH", ref.ObjectPath() + "/status" + WriteQuery(options), patch.dump(),
+              PatchContentType(type), "patch status of " + ref.Describe());
+}
+
+void Client::Watch(const ResourceRef& ref, const WatchOptions& options,
+                   const std::function<void(WatchEvent&&)>& on_event, const StopToken& stop) {
+  Query query;
+  query.Add("watch", "true");
+  query.Add("resourceVersion", options.resource_version);
+  query.Add("labelSelector", options.label_selector);
+  query.Add("fieldSelector", options.field_selector);
+  if (options.allow_bookmarks) query.Add("allowWatchBookmarks", "true");
+  if (options.timeout_seconds > 0)
+    query.Add("timeoutSeconds", std::to_string(options.timeout_seconds));
+  std::string what = "watch " + ref.Describe();
+  if (!limiter_->Wait(stop)) return;
+
+  WatchStreamParser parser;
+  auto deliver = [&](WatchEvent&& event) {
+    if (event.type == WatchEventType::kError) {
+      const core::Json& status = event.object;
+      long code = status.contains("code") && status["code"].is_number_integer()
+                      ? status["code"].get<long>()
+                      : 500;
+      throw ErrorFromResponse(what, code, status.dump());
+    }
+    on_event(std::move(event));
+  };
+  HttpRequest request{"GET", ref.CollectionPath() + query.str(), "", "", {}};
+  HttpResponse response = transport_->Stream(
+      request,
+      [&](std::string_view chunk) {
+        parser.Feed(chunk, deliver);
+        return !stop.stopped();
+      },
+      stop);
+  if (stop.stopped()) return;
+  if (response.status == 401 && transport_->tokens().Refresh()) {
+    throw ApiError(ErrorCode::kUnauthorized, what + ": token rotated, reconnect", 401);
+  }
+  if (response.status != 200) {
+    throw ErrorFromResponse(what, response.status, response.body, response.retry_after);
+  }
+  parser.Finish();
+}
+
+}  // namespace ncclguard::kube

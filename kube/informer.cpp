@@ -1,0 +1,345 @@
+#include "kube/informer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+#include <utility>
+
+namespace ncclguard::kube {
+namespace {
+
+constexpr std::chrono::seconds kShortWatch{1};
+
+void CopyIdentity(const core::Json& from, core::Json& to) {
+  auto metadata = from.find("metadata");
+  if (metadata == from.end() || !metadata->is_object()) return;
+  if (!to.is_object()) to = core::Json::object();
+  core::Json& target = to["metadata"];
+  if (!target.is_object()) target = core::Json::object();
+  for (const char* field : {"name", "namespace", "uid", "resourceVersion"}) {
+    auto value = metadata->find(field);
+    if (value != metadata->end()) target[field] = *value;
+  }
+}
+
+}  // namespace
+
+Informer::Informer(std::shared_ptr<Client> client, InformerOptions options)
+    : client_(std::move(client)), options_(std::move(options)) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::AddHandlers(InformerHandlers handlers) { handlers_.push_back(std::move(handlers)); }
+
+void Informer::AddIndex(const std::string& name, IndexFunction function) {
+  index_functions_[name] = std::move(function);
+}
+
+void Informer::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Informer::Stop() {
+  stop_.Stop();
+  if (thread_.joinable()) thread_.join();
+  synced_changed_.notify_all();
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard lock(mutex_);
+  return synced_;
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return synced_changed_.wait_for(lock, timeout, [&] { return synced_ || stop_.stopped(); }) &&
+         synced_;
+}
+
+CachedObject Informer::Get(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto found = objects_.find(key);
+  return found == objects_.end() ? nullptr : found->second;
+}
+
+std::vector<CachedObject> Informer::List() const {
+  std::lock_guard lock(mutex_);
+  std::vector<CachedObject> all;
+  all.reserve(objects_.size());
+  for (const auto& [key, object] : objects_) all.push_back(object);
+  return all;
+}
+
+std::vector<CachedObject> Informer::ByIndex(const std::string& index,
+                                            const std::string& value) const {
+  std::lock_guard lock(mutex_);
+  std::vector<CachedObject> matches;
+  auto by_value = indexes_.find(index);
+  if (by_value == indexes_.end()) return matches;
+  auto keys = by_value->second.find(value);
+  if (keys == by_value->second.end()) return matches;
+  for (const auto& key : keys->second) {
+    auto found = objects_.find(key);
+    if (found != objects_.end()) matches.push_back(found->second);
+  }
+  return matches;
+}
+
+std::size_t Informer::size() const {
+  std::lock_guard lock(mutex_);
+  return objects_.size();
+}
+
+std::string Informer::last_resource_version() const {
+  std::lock_guard lock(mutex_);
+  return resource_version_;
+}
+
+InformerStats Informer::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+CachedObject Informer::Project(const core::Json& object) const {
+  if (!options_.projection) return std::make_shared<const core::Json>(object);
+  core::Json projected = options_.projection(object);
+  CopyIdentity(object, projected);
+  return std::make_shared<const core::Json>(std::move(projected));
+}
+
+void Informer::IndexLocked(const std::string& key, const core::Json& object, bool add) {
+  for (const auto& [name, function] : index_functions_) {
+    auto& by_value = indexes_[name];
+    for (const auto& value : function(object)) {
+      if (add) {
+        by_value[value].insert(key);
+      } else {
+        auto keys = by_value.find(value);
+        if (keys == by_value.end()) continue;
+        keys->second.erase(key);
+        if (keys->second.empty()) by_value.erase(keys);
+      }
+    }
+  }
+}
+
+void Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) {
+  std::string key = ObjectKey(*object);
+  std::lock_guard lock(mutex_);
+  auto& slot = objects_[key];
+  CachedObject old = slot;
+  if (old) IndexLocked(key, *old, false);
+  slot = object;
+  IndexLocked(key, *object, true);
+  changes.push_back({old, object});
+}
+
+void Informer::Remove(const std::string& key, std::vector<Change>& changes) {
+  std::lock_guard lock(mutex_);
+  auto found = objects_.find(key);
+  if (found == objects_.end()) return;
+  IndexLocked(key, *found->second, false);
+  changes.push_back({found->second, nullptr});
+  objects_.erase(found);
+}
+
+void Informer::Notify(const std::vector<Change>& changes) {
+  for (const auto& change : changes) {
+    for (const auto& handlers : handlers_) {
+      // A throwing handler must not cost the other handlers their events or stop the loop.
+      try {
+        if (!change.old_object && handlers.on_add) {
+          handlers.on_add(change.new_object);
+        } else if (change.old_object && change.new_object && handlers.on_update) {
+          handlers.on_update(change.old_object, change.new_object);
+        } else if (!change.new_object && handlers.on_delete) {
+          handlers.on_delete(change.old_object);
+        }
+      } catch (const std::exception& error) {
+        spdlog::error("informer {}: event handler failed: {}", options_.resource.Describe(),
+                      error.what());
+      }
+    }
+  }
+}
+
+void Informer::ListAndReplace(std::vector<Change>& changes) {
+  ListOptions list_options;
+  list_options.label_selector = options_.label_selector;
+  list_options.field_selector = options_.field_selector;
+  list_options.limit = options_.page_size;
+  ListPage page = client_->List(options_.resource, list_options);
+
+  std::set<std::string> listed;
+  for (const auto& item : page.items) {
+    CachedObject object = Project(item);
+    std::string key = ObjectKey(*object);
+    listed.insert(key);
+    CachedObject current = Get(key);
+    // Unchanged objects keep their cache entry and raise no event.
+    if (current && ResourceVersionOf(*current) == ResourceVersionOf(*object)) continue;
+    Upsert(object, changes);
+  }
+  std::vector<std::string> gone;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, object] : objects_) {
+      if (!listed.contains(key)) gone.push_back(key);
+    }
+  }
+  for (const auto& key : gone) Remove(key, changes);
+  std::lock_guard lock(mutex_);
+  resource_version_ = page.resource_version;
+  ++stats_.lists;
+}
+
+int Informer::WatchOnce(Backoff& backoff) {
+  WatchOptions watch_options;
+  watch_options.label_selector = options_.label_selector;
+  watch_options.field_selector = options_.field_selector;
+  watch_options.resource_version = last_resource_version();
+  watch_options.allow_bookmarks = true;
+  static thread_local std::mt19937 random{std::random_device{}()};
+  long min_timeout = std::max(1L, options_.watch_timeout_seconds);
+  watch_options.timeout_seconds =
+      std::uniform_int_distribution<long>(min_timeout, 2 * min_timeout - 1)(random);
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.watches;
+  }
+  int events = 0;
+  client_->Watch(
+      options_.resource, watch_options,
+      [&](WatchEvent&& event) {
+        ++events;
+        backoff.Reset();
+        std::string rv = ResourceVersionOf(event.object);
+        std::vector<Change> changes;
+        switch (event.type) {
+          case WatchEventType::kAdded:
+          case WatchEventType::kModified:
+            Upsert(Project(event.object), changes);
+            break;
+          case WatchEventType::kDeleted:
+            Remove(ObjectKey(event.object), changes);
+            break;
+          case WatchEventType::kBookmark:
+          case WatchEventType::kError:
+            break;
+        }
+        if (!rv.empty()) {
+          std::lock_guard lock(mutex_);
+          resource_version_ = rv;
+        }
+        Notify(changes);
+      },
+      stop_);
+  return events;
+}
+
+void Informer::Run() {
+  Backoff backoff(options_.backoff);
+  bool need_list = true;
+  std::string what = "informer " + options_.resource.Describe();
+  while (!stop_.stopped()) {
+    try {
+      if (need_list) {
+        std::vector<Change> changes;
+        ListAndReplace(changes);
+        need_list = false;
+        bool first = false;
+        {
+          std::lock_guard lock(mutex_);
+          first = !synced_;
+        }
+        Notify(changes);
+        if (first) {
+          {
+            std::lock_guard lock(mutex_);
+            synced_ = true;
+          }
+          synced_changed_.notify_all();
+        }
+        backoff.Reset();
+      }
+      auto began = std::chrono::steady_clock::now();
+      if (WatchOnce(backoff) > 0 || std::chrono::steady_clock::now() - began > kShortWatch) {
+        continue;
+      }
+      // A server that ends every watch at once, without events, would otherwise be asked
+      // again in a tight loop.
+      std::lock_guard lock(mutex_);
+      ++stats_.short_watches;
+    } catch (const ApiError& error) {
+      if (stop_.stopped()) break;
+      std::lock_guard lock(mutex_);
+      if (error.code() == ErrorCode::kGone) {
+        // Our resourceVersion is older than the server keeps: only a fresh list is correct.
+        spdlog::info("{}: {}; listing again", what, error.what());
+        ++stats_.relists_after_gone;
+        need_list = true;
+        continue;
+      }
+      if (error.code() == ErrorCode::kDecode) {
+        spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
+        ++stats_.resyncs_after_bad_stream;
+        need_list = true;
+      } else {
+        spdlog::warn("{}: {}; reconnecting", what, error.what());
+        ++stats_.reconnects_after_error;
+      }
+    } catch (const std::exception& error) {
+      // A projection or index function threw: keep the loop alive and start over.
+      if (stop_.stopped()) break;
+      spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
+      need_list = true;
+    }
+    stop_.WaitFor(backoff.Next());
+  }
+}
+
+IndexFunction IndexByLabel(const std::string& label) {
+  return [label](const core::Json& object) -> std::vector<std::string> {
+    const core::Json* labels = nullptr;
+    auto metadata = object.find("metadata");
+    if (metadata != object.end() && metadata->is_object()) {
+      auto found = metadata->find("labels");
+      if (found != metadata->end() && found->is_object()) labels = &*found;
+    }
+    if (labels == nullptr) return {};
+    auto value = labels->find(label);
+    if (value == labels->end() || !value->is_string()) return {};
+    return {value->get<std::string>()};
+  };
+}
+
+IndexFunction IndexByOwnerUid() {
+  return [](const core::Json& object) -> std::vector<std::string> {
+    std::vector<std::string> uids;
+    auto metadata = object.find("metadata");
+    if (metadata == object.end() || !metadata->is_object()) return uids;
+    auto owners = metadata->find("ownerReferences");
+    if (owners == metadata->end() || !owners->is_array()) return uids;
+    for (const auto& owner : *owners) {
+      if (owner.is_object() && owner.contains("uid") && owner["uid"].is_string()) {
+        uids.push_back(owner["uid"].get<std::string>());
+      }
+    }
+    return uids;
+  };
+}
+
+Projection KeepFields(std::vector<std::string> json_pointers) {
+  std::vector<core::JsonPointer> pointers;
+  for (const auto& text : json_pointers) pointers.emplace_back(text);
+  return [pointers](const core::Json& object) {
+    core::Json kept = core::Json::object();
+    for (const auto& pointer : pointers) {
+      if (object.contains(pointer)) kept[pointer] = object.at(pointer);
+    }
+    return kept;
+  };
+}
+
+}  // namespace ncclguard::kube

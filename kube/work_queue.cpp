@@ -1,0 +1,155 @@
+#include "kube/work_queue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace ncclguard::kube {
+
+WorkQueue::WorkQueue(WorkQueueOptions options, std::function<Clock::time_point()> now)
+    : options_(options), now_(std::move(now)) {}
+
+void WorkQueue::AddLocked(const std::string& key) {
+  if (shutting_down_ || dirty_.contains(key)) return;
+  dirty_.insert(key);
+  if (processing_.contains(key)) return;  // Done will queue it again
+  queue_.push_back(key);
+  changed_.notify_one();
+}
+
+void WorkQueue::Add(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  AddLocked(key);
+}
+
+void WorkQueue::AddAfter(const std::string& key, Clock::duration delay) {
+  std::lock_guard lock(mutex_);
+  if (shutting_down_) return;
+  if (delay <= Clock::duration::zero()) {
+    AddLocked(key);
+    return;
+  }
+  Clock::time_point when = now_() + delay;
+  // A key waiting already keeps the earlier of its two times.
+  auto existing = waiting_until_.find(key);
+  if (existing != waiting_until_.end()) {
+    if (existing->second <= when) return;
+    auto range = waiting_.equal_range(existing->second);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second == key) {
+        waiting_.erase(it);
+        break;
+      }
+    }
+  }
+  waiting_until_[key] = when;
+  waiting_.emplace(when, key);
+  changed_.notify_all();  // a Get may need to wake earlier
+}
+
+WorkQueue::Clock::duration WorkQueue::BackoffLocked(const std::string& key) const {
+  auto found = failures_.find(key);
+  int failures = found == failures_.end() ? 0 : found->second;
+  double delay_ms =
+      static_cast<double>(options_.base_delay.count()) * std::pow(2.0, std::min(failures, 62));
+  double max_ms = static_cast<double>(options_.max_delay.count());
+  return std::chrono::milliseconds(static_cast<long>(std::min(delay_ms, max_ms)));
+}
+
+void WorkQueue::AddRateLimited(const std::string& key) {
+  Clock::duration delay;
+  {
+    std::lock_guard lock(mutex_);
+    delay = BackoffLocked(key);
+    ++failures_[key];
+  }
+  AddAfter(key, delay);
+}
+
+void WorkQueue::Forget(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  failures_.erase(key);
+}
+
+int WorkQueue::NumRequeues(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto found = failures_.find(key);
+  return found == failures_.end() ? 0 : found->second;
+}
+
+WorkQueue::Clock::duration WorkQueue::NextBackoff(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return BackoffLocked(key);
+}
+
+void WorkQueue::PromoteDueLocked(Clock::time_point now) {
+  while (!waiting_.empty() && waiting_.begin()->first <= now) {
+    std::string key = waiting_.begin()->second;
+    waiting_.erase(waiting_.begin());
+    waiting_until_.erase(key);
+    AddLocked(key);
+  }
+}
+
+std::optional<std::string> WorkQueue::PopLocked() {
+  if (queue_.empty()) return std::nullopt;
+  std::string key = std::move(queue_.front());
+  queue_.pop_front();
+  dirty_.erase(key);
+  processing_.insert(key);
+  return key;
+}
+
+std::optional<std::string> WorkQueue::Get() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (shutting_down_) return std::nullopt;
+    PromoteDueLocked(now_());
+    if (auto key = PopLocked()) return key;
+    if (waiting_.empty()) {
+      changed_.wait(lock);
+    } else {
+      auto wait = waiting_.begin()->first - now_();
+      changed_.wait_for(lock, std::max(wait, Clock::duration(std::chrono::milliseconds(1))));
+    }
+  }
+}
+
+std::optional<std::string> WorkQueue::TryGet() {
+  std::lock_guard lock(mutex_);
+  if (shutting_down_) return std::nullopt;
+  PromoteDueLocked(now_());
+  return PopLocked();
+}
+
+void WorkQueue::Done(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  processing_.erase(key);
+  if (dirty_.contains(key) && !shutting_down_) {
+    queue_.push_back(key);
+    changed_.notify_one();
+  }
+}
+
+void WorkQueue::ShutDown() {
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    queue_.clear();
+    waiting_.clear();
+    waiting_until_.clear();
+  }
+  changed_.notify_all();
+}
+
+bool WorkQueue::shutting_down() const {
+  std::lock_guard lock(mutex_);
+  return shutting_down_;
+}
+
+std::size_t WorkQueue::Len() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+}  // namespace ncclguard::kube

@@ -1,0 +1,72 @@
+// A work queue of object keys for controllers: a key is queued at most once however often it
+// is added, a key being processed is never handed to a second worker (it is queued again when
+// Done if it was added meanwhile), per-key exponential backoff for retries, delayed adds.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ncclguard::kube {
+
+struct WorkQueueOptions {
+  std::chrono::milliseconds base_delay{5};  // first retry; doubles per failure
+  std::chrono::milliseconds max_delay{1000 * 1000};
+};
+
+class WorkQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit WorkQueue(WorkQueueOptions options = {},
+                     std::function<Clock::time_point()> now = Clock::now);
+
+  void Add(const std::string& key);
+  void AddAfter(const std::string& key, Clock::duration delay);
+  // Adds after the key's backoff: base_delay * 2^(failures so far), capped at max_delay.
+  void AddRateLimited(const std::string& key);
+  // The key succeeded: its failure count starts over.
+  void Forget(const std::string& key);
+  int NumRequeues(const std::string& key) const;
+  // The delay AddRateLimited would use next (does not count as a failure).
+  Clock::duration NextBackoff(const std::string& key) const;
+
+  // Blocks until a key is ready; nullopt once shut down. Call Done(key) after processing.
+  std::optional<std::string> Get();
+  // Get without blocking: nullopt when nothing is ready now.
+  std::optional<std::string> TryGet();
+  void Done(const std::string& key);
+
+  // Wakes every Get; queued keys are dropped, Done still works.
+  void ShutDown();
+  bool shutting_down() const;
+  std::size_t Len() const;  // keys ready to be handed out
+
+ private:
+  void AddLocked(const std::string& key);
+  void PromoteDueLocked(Clock::time_point now);
+  std::optional<std::string> PopLocked();
+  Clock::duration BackoffLocked(const std::string& key) const;
+
+  WorkQueueOptions options_;
+  std::function<Clock::time_point()> now_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::string> queue_;
+  std::unordered_set<std::string> dirty_;       // queued or to be re-queued when Done
+  std::unordered_set<std::string> processing_;  // handed out, not Done yet
+  std::multimap<Clock::time_point, std::string> waiting_;
+  std::unordered_map<std::string, Clock::time_point> waiting_until_;  // earliest per key
+  std::unordered_map<std::string, int> failures_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace ncclguard::kube

@@ -1,0 +1,159 @@
+// Leader election on a real Lease and de-duplicated Events, against the real kube-apiserver.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "kube/event_recorder.h"
+#include "kube/leader_election.h"
+#include "kube_test_support.h"
+
+namespace ncclguard::testenv {
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+// One replica: an elector on its own thread and what its callbacks saw.
+class Replica {
+ public:
+  Replica(const kube::ClientConfig& config, const std::string& ns, const std::string& identity,
+          bool release_on_stop) {
+    kube::LeaderElectionOptions options;
+    options.lease_namespace = ns;
+    options.lease_name = "ncclguard-controller";
+    options.identity = identity;
+    options.lease_duration = 3s;
+    options.renew_deadline = 2s;
+    options.retry_period = 500ms;
+    options.release_on_stop = release_on_stop;
+    options.on_started_leading = [this](const kube::StopToken& leading) {
+      started_at_ = Steady::now();
+      leading_ = true;
+      leading.WaitFor(24h);
+      leading_ = false;
+    };
+    options.on_stopped_leading = [this] { stopped_ = true; };
+    elector_ = std::make_unique<kube::LeaderElector>(config, options);
+    thread_ = std::thread([this] { elector_->Run(stop_); });
+  }
+  ~Replica() { Stop(); }
+
+  void Stop() {
+    stop_.Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  bool leading() const { return leading_; }
+  bool stopped_leading() const { return stopped_; }
+  Steady::time_point started_at() const { return started_at_; }
+  kube::LeaderElector& elector() { return *elector_; }
+
+ private:
+  std::unique_ptr<kube::LeaderElector> elector_;
+  kube::StopToken stop_;
+  std::thread thread_;
+  std::atomic<bool> leading_{false};
+  std::atomic<bool> stopped_{false};
+  Steady::time_point started_at_{};
+};
+
+TEST_F(KubeClientTest, OnlyOneLeaderAndTheOtherTakesOverWithinTheLeaseWhenItDies) {
+  auto a = std::make_unique<Replica>(client_->config(), namespace_, "replica-a", false);
+  ASSERT_TRUE(Eventually([&] { return a->leading(); }, 10s));
+  Replica b(client_->config(), namespace_, "replica-b", false);
+  EXPECT_TRUE(Eventually([&] { return b.elector().ObservedLeader() == "replica-a"; }, 5s));
+  std::this_thread::sleep_for(2s);  // several renew rounds: b must stay a follower
+  EXPECT_FALSE(b.leading());
+  EXPECT_TRUE(a->elector().IsLeader());
+
+  // a dies without releasing (release_on_stop=false is what a crash looks like).
+  auto died = Steady::now();
+  a->Stop();
+  EXPECT_TRUE(a->stopped_leading());
+  ASSERT_TRUE(Eventually([&] { return b.leading(); }, 10s));
+  // lease_duration (3 s) plus a retry period of slack for polling.
+  EXPECT_LT(b.started_at() - died, 3s + 1500ms);
+  core::Json lease =
+      client_->Get(kube::resources::Leases().In(namespace_).Named("ncclguard-controller"));
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "replica-b");
+  EXPECT_EQ(lease["spec"]["leaseTransitions"], 1);
+}
+
+TEST_F(KubeClientTest, GracefulStopReleasesTheLeaseForAnImmediateTakeover) {
+  auto a = std::make_unique<Replica>(client_->config(), namespace_, "replica-a", true);
+  ASSERT_TRUE(Eventually([&] { return a->leading(); }, 10s));
+  Replica b(client_->config(), namespace_, "replica-b", true);
+  EXPECT_TRUE(Eventually([&] { return b.elector().ObservedLeader() == "replica-a"; }, 5s));
+  auto released = Steady::now();
+  a->Stop();
+  ASSERT_TRUE(Eventually([&] { return b.leading(); }, 10s));
+  // No waiting out the 3 s lease: the released lease is free at b's next retry.
+  EXPECT_LT(b.started_at() - released, 2500ms);
+}
+
+TEST_F(KubeClientTest, ALeaderWhoseLeaseIsTakenStopsLeadingAtOnce) {
+  Replica a(client_->config(), namespace_, "replica-a", true);
+  ASSERT_TRUE(Eventually([&] { return a.leading(); }, 10s));
+  // Someone else writes the lease (an operator, a partitioned peer's late write).
+  kube::ResourceRef lease_ref =
+      kube::resources::Leases().In(namespace_).Named("ncclguard-controller");
+  core::Json lease = client_->Get(lease_ref);
+  lease["spec"]["holderIdentity"] = "usurper";
+  client_->Update(lease_ref, lease);
+  auto taken = Steady::now();
+  ASSERT_TRUE(Eventually([&] { return !a.leading(); }, 5s));
+  EXPECT_LT(Steady::now() - taken, 1500ms) << "must stop at the next renew, not after the deadline";
+  EXPECT_FALSE(a.elector().IsLeader());
+  EXPECT_TRUE(a.stopped_leading());
+}
+
+TEST_F(KubeClientTest, RepeatedEventsIncrementTheSeriesInsteadOfPiling) {
+  core::Json cm = client_->Create(ConfigMaps(), ConfigMap("regarding"));
+  kube::EventRecorder recorder(client_, "ncclguard.io/controller", "replica-a");
+  kube::EventSpec spec;
+  spec.regarding = kube::ReferenceTo(cm);
+  spec.type = "Warning";
+  spec.reason = "NcclPreflightPending";
+  spec.action = "Gate";
+  spec.note = "3/4 p5.48xlarge nodes validated";
+  std::string first = recorder.Record(spec);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(recorder.Record(spec), first);
+  EXPECT_EQ(recorder.Record(spec), first);
+  spec.note = "4/4 p5.48xlarge nodes validated";
+  std::string other = recorder.Record(spec);
+  EXPECT_NE(other, first);
+
+  kube::ListPage events = client_->List(kube::resources::Events().In(namespace_));
+  ASSERT_EQ(events.items.size(), 2u);
+  core::Json repeated = client_->Get(kube::resources::Events().In(namespace_).Named(first));
+  EXPECT_EQ(repeated["series"]["count"], 3);
+  EXPECT_EQ(repeated["regarding"]["name"], "regarding");
+  EXPECT_EQ(repeated["reportingController"], "ncclguard.io/controller");
+  EXPECT_EQ(repeated["note"], "3/4 p5.48xlarge nodes validated");
+  EXPECT_FALSE(
+      client_->Get(kube::resources::Events().In(namespace_).Named(other)).contains("series"));
+
+  // The Event was deleted (TTL): the next occurrence starts a new one instead of failing.
+  client_->Delete(kube::resources::Events().In(namespace_).Named(other));
+  std::string again = recorder.Record(spec);
+  EXPECT_FALSE(again.empty());
+  EXPECT_NE(again, other);
+}
+
+TEST_F(KubeClientTest, AnEventThatCannotBeWrittenIsLoggedNotThrown) {
+  kube::EventRecorder recorder(client_, "ncclguard.io/controller", "replica-a");
+  kube::EventSpec spec;
+  spec.regarding = {{"apiVersion", "v1"},
+                    {"kind", "ConfigMap"},
+                    {"namespace", "no-such-namespace-x"},
+                    {"name", "x"}};
+  spec.reason = "Test";
+  spec.action = "Test";
+  EXPECT_EQ(recorder.Record(spec), "");
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv

@@ -1,0 +1,155 @@
+// The kube/ client against a misbehaving server (a local HTTPS server that answers what the
+// test says): malformed watch streams, servers that end every watch at once, 429 with
+// Retry-After, and 5xx. The real API server cannot be made to do these on demand.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube_test_support.h"
+#include "test_https_server.h"
+
+namespace ncclguard::testenv {
+namespace {
+
+using namespace std::chrono_literals;
+
+kube::ClientConfig ConfigFor(const TestHttpsServer& server) {
+  kube::ClientConfig config;
+  config.server = server.Url("");
+  while (config.server.ends_with('/')) config.server.pop_back();
+  config.ca_data = server.ca_pem();
+  return config;
+}
+
+std::string Event(const std::string& type, const std::string& name, int rv) {
+  return R"({"type":")" + type + R"(","object":{"metadata":{"name":")" + name +
+         R"(","namespace":"ns","resourceVersion":")" + std::to_string(rv) + R"("}}})" + "\n";
+}
+
+std::string List(const std::string& name, int rv) {
+  return R"({"kind":"ConfigMapList","metadata":{"resourceVersion":")" + std::to_string(rv) +
+         R"("},"items":[{"metadata":{"name":")" + name +
+         R"(","namespace":"ns","resourceVersion":")" + std::to_string(rv) + R"("}}]})";
+}
+
+TEST(KubeFaults, MalformedWatchLinesLeadToAResyncNotACrash) {
+  std::atomic<int> watches{0};
+  std::atomic<int> lists{0};
+  TestHttpsServer server([&](const HttpRequest& request) {
+    HttpResponse response;
+    if (request.target.find("watch=true") == std::string::npos) {
+      ++lists;
+      response.body = List("listed", 10);
+    } else if (++watches == 1) {
+      // One good event, then garbage: the good one counts, the rest is resynced.
+      response.body = Event("ADDED", "watched", 11) + "{\"type\":\"ADDED\",\"object\":tru\n";
+    } else {
+      response.body = Event("ADDED", "after-resync", 12);
+    }
+    return response;
+  });
+  kube::InformerOptions options;
+  options.resource = kube::resources::ConfigMaps().In("ns");
+  options.backoff = {20ms, 100ms, 2.0, 0.5};
+  kube::Informer informer(std::make_shared<kube::Client>(ConfigFor(server)), options);
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(10s));
+  EXPECT_TRUE(Eventually([&] { return informer.Get("ns/after-resync") != nullptr; }, 10s));
+  kube::InformerStats stats = informer.stats();
+  EXPECT_EQ(stats.resyncs_after_bad_stream, 1);
+  EXPECT_GE(stats.lists, 2) << "a malformed stream is followed by a fresh list";
+  // The second list did not contain "watched": it is gone from the cache again.
+  EXPECT_FALSE(informer.Get("ns/watched"));
+  EXPECT_TRUE(informer.Get("ns/listed"));
+  informer.Stop();
+}
+
+TEST(KubeFaults, AServerThatEndsEveryWatchAtOnceIsAskedWithBackoff) {
+  std::atomic<int> watches{0};
+  TestHttpsServer server([&](const HttpRequest& request) {
+    HttpResponse response;
+    if (request.target.find("watch=true") == std::string::npos) {
+      response.body = List("listed", 10);
+    } else {
+      ++watches;
+      response.body = "";
+    }
+    return response;
+  });
+  kube::InformerOptions options;
+  options.resource = kube::resources::ConfigMaps().In("ns");
+  options.backoff = {100ms, 400ms, 2.0, 0.0};
+  kube::Informer informer(std::make_shared<kube::Client>(ConfigFor(server)), options);
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(10s));
+  std::this_thread::sleep_for(2s);
+  informer.Stop();
+  // Without backoff this would be thousands; with 100, 200, 400, 400 ms waits, a handful.
+  EXPECT_LE(watches.load(), 10);
+  EXPECT_GE(informer.stats().short_watches, 2);
+}
+
+TEST(KubeFaults, TooManyRequestsIsRetriedAfterRetryAfterThenThrown) {
+  std::atomic<int> calls{0};
+  std::atomic<int> throttle_first{1};
+  TestHttpsServer server([&](const HttpRequest&) {
+    HttpResponse response;
+    if (++calls <= throttle_first.load()) {
+      response.status = 429;
+      response.body =
+          R"({"kind":"Status","status":"Failure","reason":"TooManyRequests","code":429,)"
+          R"("message":"slow down","details":{"retryAfterSeconds":1}})";
+    } else {
+      response.body = R"({"kind":"ConfigMap","metadata":{"name":"x"}})";
+    }
+    return response;
+  });
+  kube::ClientOptions options;
+  options.max_retries_on_429 = 1;
+  kube::Client client(ConfigFor(server), options);
+  kube::ResourceRef ref = kube::resources::ConfigMaps().In("ns").Named("x");
+  EXPECT_EQ(client.Get(ref)["metadata"]["name"], "x");
+  EXPECT_EQ(calls.load(), 2);
+
+  calls = 0;
+  throttle_first = 100;
+  kube::ApiError error(kube::ErrorCode::kUnknown, "");
+  try {
+    client.Get(ref);
+  } catch (const kube::ApiError& thrown) {
+    error = thrown;
+  }
+  EXPECT_EQ(error.code(), kube::ErrorCode::kTooManyRequests);
+  EXPECT_EQ(error.retry_after(), 1s);
+  EXPECT_NE(std::string(error.what()).find("slow down"), std::string::npos);
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST(KubeFaults, ServerErrorsAndNonJsonBodiesAreTypedErrors) {
+  std::atomic<int> calls{0};
+  TestHttpsServer server([&](const HttpRequest&) {
+    HttpResponse response;
+    if (++calls == 1) {
+      response.status = 503;
+      response.content_type = "text/plain";
+      response.body = "upstream unavailable";
+    } else {
+      response.body = "<html>not json</html>";
+    }
+    return response;
+  });
+  kube::Client client(ConfigFor(server));
+  kube::ResourceRef ref = kube::resources::ConfigMaps().In("ns").Named("x");
+  std::string message;
+  EXPECT_EQ(ErrorCodeOf([&] { client.Get(ref); }, &message), kube::ErrorCode::kServerError);
+  EXPECT_NE(message.find("upstream unavailable"), std::string::npos) << message;
+  EXPECT_EQ(ErrorCodeOf([&] { client.Get(ref); }, &message), kube::ErrorCode::kDecode);
+  EXPECT_NE(message.find("not JSON"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv

@@ -1,0 +1,145 @@
+// The controllers' work queue: de-duplication, one worker per key, per-key backoff, delays.
+// A fake clock drives every delay; nothing here waits on real time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/work_queue.h"
+
+namespace ncclguard::kube {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FakeClock {
+ public:
+  WorkQueue::Clock::time_point now() const { return now_; }
+  void Advance(WorkQueue::Clock::duration by) { now_ += by; }
+  std::function<WorkQueue::Clock::time_point()> Function() {
+    return [this] { return now_; };
+  }
+
+ private:
+  WorkQueue::Clock::time_point now_{};
+};
+
+TEST(WorkQueue, AddingAKeyTwiceQueuesItOnce) {
+  WorkQueue queue;
+  queue.Add("ns/a");
+  queue.Add("ns/b");
+  queue.Add("ns/a");
+  EXPECT_EQ(queue.Len(), 2u);
+  EXPECT_EQ(queue.TryGet(), "ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/b");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+}
+
+TEST(WorkQueue, AKeyBeingProcessedIsNotHandedToASecondWorker) {
+  WorkQueue queue;
+  queue.Add("ns/a");
+  auto first = queue.TryGet();
+  ASSERT_EQ(first, "ns/a");
+  queue.Add("ns/a");  // changed again while a worker holds it
+  queue.Add("ns/a");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+  queue.Done("ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/a");  // once, after Done
+  queue.Done("ns/a");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+}
+
+TEST(WorkQueue, RateLimitedRetriesBackOffPerKeyUntilForgotten) {
+  FakeClock clock;
+  WorkQueue queue({10ms, 80ms}, clock.Function());
+  std::vector<WorkQueue::Clock::duration> delays;
+  for (int i = 0; i < 5; ++i) {
+    delays.push_back(queue.NextBackoff("ns/a"));
+    queue.AddRateLimited("ns/a");
+    EXPECT_EQ(queue.TryGet(), std::nullopt);
+    clock.Advance(delays.back() - 1ms);
+    EXPECT_EQ(queue.TryGet(), std::nullopt);
+    clock.Advance(1ms);
+    ASSERT_EQ(queue.TryGet(), "ns/a");
+    queue.Done("ns/a");
+  }
+  EXPECT_EQ(delays, (std::vector<WorkQueue::Clock::duration>{10ms, 20ms, 40ms, 80ms, 80ms}));
+  EXPECT_EQ(queue.NumRequeues("ns/a"), 5);
+  EXPECT_EQ(queue.NextBackoff("ns/b"), 10ms);  // other keys are not slowed down
+  queue.Forget("ns/a");
+  EXPECT_EQ(queue.NumRequeues("ns/a"), 0);
+  EXPECT_EQ(queue.NextBackoff("ns/a"), 10ms);
+}
+
+TEST(WorkQueue, AddAfterKeepsTheEarlierTimeAndAnImmediateAddWins) {
+  FakeClock clock;
+  WorkQueue queue({}, clock.Function());
+  queue.AddAfter("ns/a", 10s);
+  queue.AddAfter("ns/a", 3s);
+  queue.AddAfter("ns/a", 20s);
+  clock.Advance(3s);
+  EXPECT_EQ(queue.TryGet(), "ns/a");
+  queue.Done("ns/a");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+  clock.Advance(1h);
+  EXPECT_EQ(queue.TryGet(), std::nullopt);  // the later times were merged into the earliest
+
+  queue.AddAfter("ns/b", 1h);
+  queue.Add("ns/b");
+  EXPECT_EQ(queue.TryGet(), "ns/b");
+  queue.Done("ns/b");
+  clock.Advance(1h);
+  // Still due later: a delayed add is a request to look again, de-duplicated when queued.
+  EXPECT_EQ(queue.TryGet(), "ns/b");
+}
+
+TEST(WorkQueue, ShutDownReleasesBlockedWorkers) {
+  WorkQueue queue;
+  std::optional<std::string> got = "unset";
+  std::thread worker([&] { got = queue.Get(); });
+  queue.ShutDown();
+  worker.join();
+  EXPECT_EQ(got, std::nullopt);
+  queue.Add("ns/a");
+  EXPECT_EQ(queue.Len(), 0u);
+  EXPECT_TRUE(queue.shutting_down());
+}
+
+TEST(WorkQueue, BlockingGetHandsOutEachKeyToExactlyOneOfManyWorkers) {
+  WorkQueue queue;
+  std::mutex mutex;
+  std::vector<std::string> processed;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&] {
+      while (auto key = queue.Get()) {
+        {
+          std::lock_guard lock(mutex);
+          processed.push_back(*key);
+        }
+        queue.Done(*key);
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) queue.Add("ns/" + std::to_string(i));
+  while (true) {
+    {
+      std::lock_guard lock(mutex);
+      if (processed.size() >= 200) break;
+    }
+    std::this_thread::yield();
+  }
+  queue.ShutDown();
+  for (auto& worker : workers) worker.join();
+  std::sort(processed.begin(), processed.end());
+  EXPECT_EQ(std::unique(processed.begin(), processed.end()), processed.end());
+  EXPECT_EQ(processed.size(), 200u);
+}
+
+}  // namespace
+}  // namespace ncclguard::kube
