@@ -66,4 +66,24 @@ struct ProbeCommandOptions {
 CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options);
 int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy);
 
+// `ncclguard controller`: the training-job controller, and the webhook in the same process when
+// TLS files are given. Runs until SIGTERM/SIGINT (exit 0) or until the lease is lost (exit 1).
+struct ControllerCommandOptions {
+  std::string kubeconfig;
+  std::string context;
+  bool leader_elect = true;
+  std::string lease_namespace;  // empty: $POD_NAMESPACE, else ncclguard-system
+  std::string lease_name = "ncclguard-controller";
+  int workers = 4;
+  std::string log_level = "info";
+  double qps = 200;
+  int burst = 400;
+  std::string webhook_listen = "0.0.0.0:8443";
+  std::string tls_cert_file;
+  std::string tls_key_file;
+};
+// Adds the `controller` subcommand and its flags (the policy flags are the caller's).
+CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options);
+int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy);
+
 }  // namespace ncclguard::cli

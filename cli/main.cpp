@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   ncclguard::cli::ProbeCommandOptions probe_options;
   CLI::App* probe = ncclguard::cli::AddProbeCommand(app, probe_options);
   AddPolicyFlags(probe, policy);
+  ncclguard::cli::ControllerCommandOptions controller_options;
+  CLI::App* controller = ncclguard::cli::AddControllerCommand(app, controller_options);
+  AddPolicyFlags(controller, policy);
 
   try {
     app.parse(argc, argv);
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
       return ncclguard::cli::RunExplain(rule_id, all, markdown, policy);
     }
     if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
+    if (controller->parsed()) return ncclguard::cli::RunController(controller_options, policy);
   } catch (const ncclguard::core::InputError& e) {
     std::cerr << "ncclguard: " << e.what() << "\n";
     return kExitInputError;

@@ -1,0 +1,448 @@
+// The controller process (controller::Manager: informers, work queue, workers, executor, leader
+// election) against the real kube-apiserver: jobs of every kind get their Service and are held,
+// then released once NodeValidations pass; pod failures written through the status subresource
+// are diagnosed; a kube-apiserver restart loses and duplicates nothing; a standby takes over
+// from a stopped leader within the lease.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "controller/manager.h"
+#include "controlplane_env.h"
+#include "kube/config.h"
+#include "manifests.h"
+#include "test_kube_client.h"
+
+namespace ncclguard::testenv {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A Manager running on its own thread until Stop().
+class RunningController {
+ public:
+  RunningController(const ControlPlaneInfo& info, controller::ManagerOptions options)
+      : manager_(std::make_unique<controller::Manager>(kube::LoadKubeConfigFile(info.kubeconfig),
+                                                       std::move(options))) {
+    thread_ = std::thread([this] {
+      result_ = manager_->Run(stop_);
+      finished_ = true;
+    });
+  }
+  ~RunningController() { Stop(); }
+  void Stop() {
+    stop_.Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  controller::Manager& manager() { return *manager_; }
+  bool finished() const { return finished_.load(); }
+  controller::RunResult result() const { return result_; }
+
+ private:
+  std::unique_ptr<controller::Manager> manager_;
+  kube::StopToken stop_;
+  std::thread thread_;
+  std::atomic<bool> finished_{false};
+  controller::RunResult result_ = controller::RunResult::kStopped;
+};
+
+json ConditionOf(const json& job, const std::string& type) {
+  for (const auto& c : job.value(json::json_pointer("/status/conditions"), json::array())) {
+    if (c.value("type", "") == type) return c;
+  }
+  return nullptr;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Prepare(ControlPlaneEnvironment::Info()); }
+  void TearDown() override {
+    controllers_.clear();
+    if (client_ && !namespace_.empty()) client_->Delete("/api/v1/namespaces/" + namespace_);
+    for (const std::string& node : nodes_) {
+      client_->Delete("/api/v1/nodes/" + node);
+      client_->Delete("/apis/ncclguard.io/v1alpha1/nodevalidations/" + node);
+    }
+  }
+
+  void Prepare(const ControlPlaneInfo& info) {
+    info_ = info;
+    client_ = std::make_unique<TestKubeClient>(info_);
+    for (const char* file : {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"}) {
+      ApplyCrds(*client_, TestCrdDir() + "/" + file);
+    }
+    ApplyCrds(*client_, SourceDir() + "/crds/nodevalidation.yaml");
+    ApplyCrds(*client_, SourceDir() + "/crds/ncclpolicy.yaml");
+    namespace_ = CreateTestNamespace(*client_, "ctl", {{"ncclguard.io/enabled", "true"}});
+  }
+
+  controller::ManagerOptions Options() const {
+    controller::ManagerOptions options;
+    options.leader_elect = false;
+    options.workers = 4;
+    options.cache_sync_timeout = 20s;
+    options.lease_namespace = namespace_;
+    options.lease_name = "ncclguard-controller";
+    return options;
+  }
+
+  RunningController& Start(controller::ManagerOptions options) {
+    controllers_.push_back(std::make_unique<RunningController>(info_, std::move(options)));
+    return *controllers_.back();
+  }
+
+  std::string InstanceType() const { return namespace_ + ".48xlarge"; }
+
+  void AddNode(const std::string& name, const std::string& summary) {
+    const std::string unique = namespace_ + "-" + name;
+    nodes_.push_back(unique);
+    const KubeResponse node = client_->Post(
+        "/api/v1/nodes",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", unique}, {"labels", {{"node.kubernetes.io/instance-type", InstanceType()}}}}}});
+    ASSERT_EQ(node.status, 201) << node.body;
+    const KubeResponse nv = client_->Post("/apis/ncclguard.io/v1alpha1/nodevalidations",
+                                          {{"apiVersion", "ncclguard.io/v1alpha1"},
+                                           {"kind", "NodeValidation"},
+                                           {"metadata", {{"name", unique}}}});
+    ASSERT_EQ(nv.status, 201) << nv.body;
+    SetValidation(name, summary);
+  }
+
+  void SetValidation(const std::string& name, const std::string& summary) {
+    json checks = json::array();
+    if (summary == "Fail") {
+      checks.push_back({{"id", "efa-device-count"},
+                        {"status", "Fail"},
+                        {"observed", "30"},
+                        {"expected", "32"},
+                        {"message", "30 of 32 EFA devices"}});
+    }
+    const KubeResponse status = client_->Request(
+        "PATCH",
+        "/apis/ncclguard.io/v1alpha1/nodevalidations/" + namespace_ + "-" + name + "/status",
+        json{{"status",
+              {{"instanceType", InstanceType()},
+               {"summary", summary},
+               {"lastProbeTime", "2026-12-02T14:00:00Z"},
+               {"probeVersion", "test"},
+               {"checks", checks}}}}
+            .dump(),
+        "application/merge-patch+json");
+    ASSERT_EQ(status.status, 200) << status.body;
+  }
+
+  json PodTemplate() const {
+    return {{"spec",
+             {{"nodeSelector", {{"node.kubernetes.io/instance-type", InstanceType()}}},
+              {"restartPolicy", "Never"},
+              {"containers",
+               {{{"name", "trainer"},
+                 {"image", "registry.invalid/trainer:1"},
+                 {"resources", {{"limits", {{"nvidia.com/gpu", 8}}}}}}}}}}};
+  }
+
+  std::string PyTorchJobs() const {
+    return "/apis/kubeflow.org/v1/namespaces/" + namespace_ + "/pytorchjobs";
+  }
+
+  json PyTorchJob(const std::string& name, int workers, bool gated) const {
+    json job{{"apiVersion", "kubeflow.org/v1"},
+             {"kind", "PyTorchJob"},
+             {"metadata", {{"name", name}}},
+             {"spec",
+              {{"runPolicy", {{"suspend", gated}}},
+               {"pytorchReplicaSpecs",
+                {{"Master", {{"replicas", 1}, {"template", PodTemplate()}}},
+                 {"Worker", {{"replicas", workers}, {"template", PodTemplate()}}}}}}}};
+    if (gated) job["metadata"]["annotations"] = {{"ncclguard.io/gate", "pending"}};
+    return job;
+  }
+
+  json Get(const std::string& path) {
+    const KubeResponse r = client_->Get(path);
+    return r.status == 200 ? r.Json() : json(nullptr);
+  }
+
+  bool Released(const std::string& path, const std::string& suspend_pointer) {
+    const json job = Get(path);
+    return job.is_object() && job.value(json::json_pointer(suspend_pointer), true) == false &&
+           job["metadata"]["annotations"].value("ncclguard.io/gate", "") == "admitted" &&
+           ConditionOf(job, "NcclPreflight").value("status", "") == "True";
+  }
+
+  bool HeldWithEvent(const std::string& path, const std::string& name) {
+    const json job = Get(path);
+    if (!job.is_object()) return false;
+    const json preflight = ConditionOf(job, "NcclPreflight");
+    if (preflight.value("reason", "") != "InsufficientValidatedNodes") return false;
+    return EventCount(name, "insufficient-validated-nodes") >= 1;
+  }
+
+  // events.k8s.io Events about `name` with `reason` (distinct Event objects).
+  int EventCount(const std::string& name, const std::string& reason) {
+    const json events = Get("/apis/events.k8s.io/v1/namespaces/" + namespace_ + "/events");
+    int count = 0;
+    if (!events.is_object()) return 0;
+    for (const auto& e : events["items"]) {
+      if (e.value("reason", "") == reason && e["regarding"].value("name", "") == name) ++count;
+    }
+    return count;
+  }
+
+  bool HasService(const std::string& name) {
+    return client_->Get("/api/v1/namespaces/" + namespace_ + "/services/" + name).status == 200;
+  }
+
+  std::size_t ServiceCount() {
+    const json list = Get("/api/v1/namespaces/" + namespace_ + "/services");
+    return list.is_object() ? list["items"].size() : 0;
+  }
+
+  ControlPlaneInfo info_;
+  std::unique_ptr<TestKubeClient> client_;
+  std::string namespace_;
+  std::vector<std::string> nodes_;
+  std::vector<std::unique_ptr<RunningController>> controllers_;
+};
+
+TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPass) {
+  AddNode("a", "Pass");
+  AddNode("b", "Fail");
+  Start(Options());
+  const json pending = {{"ncclguard.io/gate", "pending"}};
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("llama", 2, true)).status, 201);
+  const std::string mpijobs = "/apis/kubeflow.org/v2beta1/namespaces/" + namespace_ + "/mpijobs";
+  ASSERT_EQ(
+      client_
+          ->Post(mpijobs, {{"apiVersion", "kubeflow.org/v2beta1"},
+                           {"kind", "MPIJob"},
+                           {"metadata", {{"name", "bert"}, {"annotations", pending}}},
+                           {"spec",
+                            {{"slotsPerWorker", 8},
+                             {"runPolicy", {{"suspend", true}}},
+                             {"mpiReplicaSpecs",
+                              {{"Launcher",
+                                {{"replicas", 1},
+                                 {"template",
+                                  {{"spec",
+                                    {{"containers",
+                                      {{{"name", "l"}, {"image", "registry.invalid/mpi:1"}}}}}}}}}},
+                               {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}})
+          .status,
+      201);
+  const std::string jobsets =
+      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
+  ASSERT_EQ(client_
+                ->Post(jobsets,
+                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                        {"kind", "JobSet"},
+                        {"metadata", {{"name", "js"}, {"annotations", pending}}},
+                        {"spec",
+                         {{"suspend", true},
+                          {"replicatedJobs",
+                           {{{"name", "workers"},
+                             {"replicas", 2},
+                             {"template",
+                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
+                .status,
+            201);
+  const std::string jobs = "/apis/batch/v1/namespaces/" + namespace_ + "/jobs";
+  ASSERT_EQ(client_
+                ->Post(jobs, {{"apiVersion", "batch/v1"},
+                              {"kind", "Job"},
+                              {"metadata",
+                               {{"name", "train"},
+                                {"labels", {{"ncclguard.io/managed", "true"}}},
+                                {"annotations", pending}}},
+                              {"spec",
+                               {{"suspend", true},
+                                {"completionMode", "Indexed"},
+                                {"completions", 2},
+                                {"parallelism", 2},
+                                {"template", PodTemplate()}}}})
+                .status,
+            201);
+
+  // Held: one validated node of the 2-3 each needs; node b failed a check.
+  EXPECT_TRUE(Eventually([&] { return HeldWithEvent(PyTorchJobs() + "/llama", "llama"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return HeldWithEvent(mpijobs + "/bert", "bert"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return HeldWithEvent(jobsets + "/js", "js"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return HeldWithEvent(jobs + "/train", "train"); }, 30s));
+  const json held = Get(PyTorchJobs() + "/llama");
+  EXPECT_EQ(held["spec"]["runPolicy"]["suspend"], true);
+  EXPECT_NE(ConditionOf(held, "NcclPreflight")
+                .value("message", "")
+                .find("1/3 " + InstanceType() + " nodes validated; node " + namespace_ +
+                      "-b failed efa-device-count: 30 of 32 EFA devices"),
+            std::string::npos)
+      << held.dump();
+  EXPECT_TRUE(Eventually(
+      [&] { return HasService("llama") && HasService("js") && HasService("train"); }, 30s));
+  EXPECT_FALSE(HasService("bert")) << "the mpi-operator makes the MPIJob's Service";
+
+  // The failed node is repaired and a third one passes: everything is released.
+  SetValidation("b", "Pass");
+  AddNode("c", "Pass");
+  EXPECT_TRUE(Eventually(
+      [&] { return Released(PyTorchJobs() + "/llama", "/spec/runPolicy/suspend"); }, 30s));
+  EXPECT_TRUE(
+      Eventually([&] { return Released(mpijobs + "/bert", "/spec/runPolicy/suspend"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return Released(jobsets + "/js", "/spec/suspend"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return Released(jobs + "/train", "/spec/suspend"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return EventCount("llama", "Admitted") == 1; }, 10s));
+  EXPECT_EQ(ConditionOf(Get(PyTorchJobs() + "/llama"), "NcclDiagnosis").value("status", ""),
+            "False");
+  EXPECT_EQ(ServiceCount(), 3u);
+}
+
+TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed) {
+  Start(Options());
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("gpt", 2, false)).status, 201);
+  const std::string uid = Get(PyTorchJobs() + "/gpt")["metadata"]["uid"];
+  const std::string pods = "/api/v1/namespaces/" + namespace_ + "/pods";
+  const auto add_pod = [&](const std::string& name, const json& container_status) {
+    json pod{{"apiVersion", "v1"},
+             {"kind", "Pod"},
+             {"metadata",
+              {{"name", name},
+               {"labels", {{"training.kubeflow.org/job-name", "gpt"}}},
+               {"ownerReferences",
+                {{{"apiVersion", "kubeflow.org/v1"},
+                  {"kind", "PyTorchJob"},
+                  {"name", "gpt"},
+                  {"uid", uid},
+                  {"controller", true}}}}}},
+             {"spec", PodTemplate()["spec"]}};
+    pod["spec"].erase("nodeSelector");
+    ASSERT_EQ(client_->Post(pods, pod).status, 201);
+    json status = {{"name", "trainer"},
+                   {"image", "registry.invalid/trainer:1"},
+                   {"imageID", ""},
+                   {"ready", false},
+                   {"restartCount", 0}};
+    status.update(container_status);
+    const KubeResponse r = client_->Request(
+        "PATCH", pods + "/" + name + "/status",
+        json{{"status", {{"phase", "Failed"}, {"containerStatuses", {status}}}}}.dump(),
+        "application/merge-patch+json");
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  add_pod("gpt-master-0",
+          {{"state", {{"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}}}}}});
+  add_pod("gpt-worker-0", {{"state", {{"terminated", {{"exitCode", 139}, {"reason", "Error"}}}}}});
+  add_pod("gpt-worker-1",
+          {{"state", {{"waiting", {{"reason", "ImagePullBackOff"}, {"message", "back-off"}}}}}});
+
+  for (const char* reason : {"container-oom-killed", "segfault", "image-pull-failed"}) {
+    EXPECT_TRUE(Eventually([&] { return EventCount("gpt", reason) == 1; }, 30s)) << reason;
+  }
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const json diagnosis = ConditionOf(Get(PyTorchJobs() + "/gpt"), "NcclDiagnosis");
+        return diagnosis.value("status", "") == "True" &&
+               diagnosis.value("reason", "") == "container-oom-killed";
+      },
+      30s));
+  const std::string message =
+      ConditionOf(Get(PyTorchJobs() + "/gpt"), "NcclDiagnosis").value("message", "");
+  EXPECT_NE(message.find("segfault"), std::string::npos) << message;
+  EXPECT_NE(message.find("image-pull-failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("#container-oom"), std::string::npos) << message;
+  EXPECT_TRUE(HasService("gpt"));
+}
+
+TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
+  AddNode("a", "Pass");
+  AddNode("b", "Pass");
+  controller::ManagerOptions options = Options();
+  options.leader_elect = true;
+  options.lease_duration = 4s;
+  options.renew_deadline = 3s;
+  options.retry_period = 500ms;
+  options.identity = "first";
+  RunningController& first = Start(options);
+  ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));
+  options.identity = "second";
+  RunningController& second = Start(options);
+  ASSERT_TRUE(Eventually([&] { return second.manager().Ready(); }, 20s));
+
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("one", 1, true)).status, 201);
+  EXPECT_TRUE(
+      Eventually([&] { return Released(PyTorchJobs() + "/one", "/spec/runPolicy/suspend"); }, 30s));
+  EXPECT_FALSE(second.manager().IsLeader());
+  EXPECT_EQ(second.manager().stats().reconciles, 0) << "a standby must not reconcile";
+
+  const auto stopped = std::chrono::steady_clock::now();
+  first.Stop();
+  EXPECT_FALSE(first.manager().IsLeader());
+  ASSERT_TRUE(Eventually([&] { return second.manager().IsLeader(); }, options.lease_duration));
+  EXPECT_LE(std::chrono::steady_clock::now() - stopped, options.lease_duration);
+
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("two", 1, true)).status, 201);
+  EXPECT_TRUE(
+      Eventually([&] { return Released(PyTorchJobs() + "/two", "/spec/runPolicy/suspend"); }, 30s));
+  EXPECT_TRUE(HasService("two"));
+  EXPECT_GT(second.manager().stats().reconciles, 0);
+  const json lease =
+      Get("/apis/coordination.k8s.io/v1/namespaces/" + namespace_ + "/leases/ncclguard-controller");
+  EXPECT_EQ(lease["spec"].value("holderIdentity", ""), "second");
+}
+
+// Its own control plane: stopping kube-apiserver must not disturb the other tests.
+class ControllerApiServerRestart : public ControllerTest {
+ protected:
+  void SetUp() override {
+    instance_ = std::make_unique<ControlPlane>(MakeTempDir("ncclguard-cp-controller-restart"));
+    ProcessResult started = instance_->Start();
+    ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
+    Prepare(instance_->info());
+  }
+  void TearDown() override {
+    controllers_.clear();
+    if (instance_) {
+      EXPECT_EQ(instance_->Stop().exit_code, 0);
+    }
+  }
+  std::unique_ptr<ControlPlane> instance_;
+};
+
+TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
+  AddNode("a", "Pass");
+  AddNode("b", "Pass");
+  RunningController& running = Start(Options());
+  ASSERT_TRUE(Eventually([&] { return running.manager().Ready(); }, 30s));
+  std::vector<std::string> names;
+  // Created just before the stop: their reconciles meet a vanishing API server.
+  for (int i = 0; i < 5; ++i) {
+    names.push_back("before-" + std::to_string(i));
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 1, true)).status, 201);
+  }
+  ASSERT_EQ(instance_->StopApiServer().exit_code, 0);
+  std::this_thread::sleep_for(3s);
+  ASSERT_EQ(instance_->StartApiServer().exit_code, 0);
+  // Created before the controller's watches reconnect (they back off while the server is away).
+  for (int i = 0; i < 5; ++i) {
+    names.push_back("after-" + std::to_string(i));
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 1, true)).status, 201);
+  }
+  for (const std::string& name : names) {
+    EXPECT_TRUE(Eventually(
+        [&] { return Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend"); }, 60s))
+        << name;
+    EXPECT_TRUE(HasService(name)) << name;
+  }
+  EXPECT_EQ(ServiceCount(), names.size());
+  for (const std::string& name : names) {
+    EXPECT_TRUE(Eventually([&] { return EventCount(name, "Admitted") == 1; }, 10s)) << name;
+  }
+  EXPECT_FALSE(running.finished());
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv
