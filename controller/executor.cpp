@@ -32,7 +32,9 @@ core::Json Regarding(const controllers::ObjectRef& r) {
 }  // namespace
 
 Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
-                        const kube::StopToken& leading, std::string* error) {
+                        const kube::StopToken& leading, std::string* error,
+                        std::vector<controllers::Action>* unsent) {
+  bool events_failed = false;
   for (const controllers::Action& action : actions) {
     if (leading.stopped()) return Outcome::kStopped;
     try {
@@ -63,11 +65,13 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
         spec.reason = event->reason;
         spec.action = event->action;
         spec.note = event->note;
-        // Record never throws; "" means the Event was not written: retry, so it is not lost.
+        // Record never throws; "" means the Event was not written.
         if (recorder_->Record(spec).empty()) {
           if (error != nullptr) *error = "Event " + event->reason + " not recorded";
           ++stats_.errors;
-          return Outcome::kRetry;
+          events_failed = true;
+          if (unsent != nullptr) unsent->push_back(action);
+          continue;
         }
         ++stats_.events;
       }
@@ -85,7 +89,7 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
       return Outcome::kRetry;
     }
   }
-  return Outcome::kDone;
+  return events_failed ? Outcome::kRetry : Outcome::kDone;
 }
 
 }  // namespace ncclguard::controller

@@ -37,9 +37,12 @@ class Executor {
       : client_(std::move(client)), recorder_(std::move(recorder)) {}
 
   // `leading` stops the execution between two actions (a lost lease writes nothing more).
-  // `error` receives what failed, for the log.
+  // `error` receives what failed, for the log. An Event that cannot be written does not stop
+  // the others: it goes to `unsent` (the caller sends it again before the next reconcile,
+  // since the reconcile that follows a release no longer says "Admitted") and the outcome is
+  // kRetry.
   Outcome Apply(const std::vector<controllers::Action>& actions, const kube::StopToken& leading,
-                std::string* error = nullptr);
+                std::string* error = nullptr, std::vector<controllers::Action>* unsent = nullptr);
 
   const ExecutorStats& stats() const { return stats_; }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -29,6 +30,8 @@ std::string DefaultIdentity() {
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   return std::string(host[0] != '\0' ? host : "ncclguard") + "_" + std::to_string(getpid());
 }
+
+constexpr int kMaxEventAttempts = 8;
 
 controllers::Timestamp Now() {
   return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
@@ -144,6 +147,18 @@ class Manager::Impl {
                const kube::StopToken& leading) {
     const auto key = JobKey::Parse(key_text);
     if (!key || leading.stopped()) return;
+    std::vector<controllers::Action> unsent = TakeUnsent(key_text);
+    // Events refused again and again (a namespace being deleted) are given up on.
+    if (!unsent.empty() && queue.NumRequeues(key_text) < kMaxEventAttempts) {
+      std::vector<controllers::Action> still_unsent;
+      std::string error;
+      if (executor_.Apply(unsent, leading, &error, &still_unsent) != Outcome::kDone) {
+        KeepUnsent(key_text, std::move(still_unsent));
+        ++retries_;
+        queue.AddRateLimited(key_text);
+        return;
+      }
+    }
     ++reconciles_;
     const CacheView view(caches_, CurrentPolicy());
     const controllers::ReconcileResult result =
@@ -151,7 +166,9 @@ class Manager::Impl {
     std::string error;
     Outcome outcome = Outcome::kRetry;
     try {
-      outcome = executor_.Apply(result.actions, leading, &error);
+      std::vector<controllers::Action> failed_events;
+      outcome = executor_.Apply(result.actions, leading, &error, &failed_events);
+      KeepUnsent(key_text, std::move(failed_events));
     } catch (const std::exception& e) {  // a response the client could not read, say
       error = e.what();
     }
@@ -173,6 +190,22 @@ class Manager::Impl {
       case Outcome::kStopped:
         break;
     }
+  }
+
+  std::vector<controllers::Action> TakeUnsent(const std::string& key) {
+    std::lock_guard lock(unsent_mutex_);
+    const auto it = unsent_.find(key);
+    if (it == unsent_.end()) return {};
+    std::vector<controllers::Action> events = std::move(it->second);
+    unsent_.erase(it);
+    return events;
+  }
+
+  void KeepUnsent(const std::string& key, std::vector<controllers::Action> events) {
+    if (events.empty()) return;
+    std::lock_guard lock(unsent_mutex_);
+    auto& slot = unsent_[key];
+    for (auto& e : events) slot.push_back(std::move(e));
   }
 
   // Enqueues into the running queue (none while not leading: Lead enqueues everything).
@@ -352,6 +385,10 @@ class Manager::Impl {
 
   std::mutex queue_mutex_;
   kube::WorkQueue* queue_ = nullptr;
+
+  // Events a reconcile could not write, sent before that job's next reconcile.
+  std::mutex unsent_mutex_;
+  std::map<std::string, std::vector<controllers::Action>> unsent_;
 
   std::atomic<long> reconciles_{0};
   std::atomic<long> retries_{0};

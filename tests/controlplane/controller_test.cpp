@@ -53,7 +53,7 @@ json ConditionOf(const json& job, const std::string& type) {
   for (const auto& c : job.value(json::json_pointer("/status/conditions"), json::array())) {
     if (c.value("type", "") == type) return c;
   }
-  return nullptr;
+  return json::object();  // absent: every field reads as its default
 }
 
 class ControllerTest : public ::testing::Test {

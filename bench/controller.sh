@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Controller benchmark (issue 5 targets: <= 10 s and <= 40 MB). Per run, on a fresh control
+# plane (scripts/controlplane.sh: real etcd + kube-apiserver, loopback only):
+#   1. an opted-in namespace and NODES validated p5.48xlarge nodes (NodeValidation Pass);
+#   2. `ncclguard controller --leader-elect=false` started and its caches synced;
+#   3. JOBS gated PyTorchJobs (ncclguard.io/gate=pending, suspended, master + worker of 8 GPUs)
+#      created at once by 16 client threads: time until every one has its Service and is
+#      released (suspend false, gate=admitted), measured from the first create;
+#   4. PODS pods of those jobs created, then the controller's RSS once it stops growing.
+# Prints each run and the medians of RUNS runs (default 3).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${NCCLGUARD_BUILD_DIR:-$root/build}
+runs=${RUNS:-3}
+jobs=${JOBS:-1000}
+pods=${PODS:-10000}
+nodes=${NODES:-4}
+workers=${WORKERS:-4}
+ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
+driver=${BENCH_DRIVER:-$build/bench/controller/ncclguard_controller_bench}
+[[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_controller_bench >/dev/null
+
+work=$(mktemp -d)
+controller_pid=""
+export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
+cleanup() {
+  [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
+  "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+: >"$work/results"
+for run in $(seq "$runs"); do
+  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1
+  kubeconfig=$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig
+  kubectl=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")/kubectl
+  for crd in "$root"/tests/controlplane/crds/{pytorchjob,mpijob,jobset}-crd.yaml \
+    "$root"/crds/{nodevalidation,ncclpolicy}.yaml; do
+    "$kubectl" --kubeconfig "$kubeconfig" apply -f "$crd" >/dev/null
+  done
+  "$kubectl" --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
+    crd --all >/dev/null
+  "$driver" setup "$kubeconfig" bench "$nodes"
+  "$ncclguard" controller --kubeconfig "$kubeconfig" --leader-elect=false --workers "$workers" \
+    --log-level warn 2>"$work/controller.log" &
+  controller_pid=$!
+  sleep 2  # caches of an almost empty cluster sync in well under a second
+  idle_kb=$(rss_kb "$controller_pid")
+  jobs_json=$("$driver" jobs "$kubeconfig" bench "$jobs")
+  pods_json=$("$driver" pods "$kubeconfig" bench "$pods")
+  # RSS once the pod events have been taken in: stable over three 1 s samples (at most 120 s).
+  last=0 stable=0
+  for _ in $(seq 120); do
+    now=$(rss_kb "$controller_pid")
+    if [[ $now == "$last" ]]; then stable=$((stable + 1)); else stable=0; fi
+    last=$now
+    [[ $stable -ge 3 ]] && break
+    sleep 1
+  done
+  echo "{\"run\":$run,\"idle_rss_kb\":$idle_kb,\"rss_kb\":$last,\"jobs\":$jobs_json,\"pods\":$pods_json}" \
+    | tee -a "$work/results"
+  kill "$controller_pid"
+  wait "$controller_pid" 2>/dev/null || true
+  controller_pid=""
+  "$root/scripts/controlplane.sh" stop >/dev/null 2>&1
+done
+
+python3 - "$work/results" "$runs" "$jobs" "$pods" "$workers" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+runs, jobs, pods, workers = sys.argv[2:]
+released = [r["jobs"]["served_and_released_s"] for r in rows if "served_and_released_s" in r["jobs"]]
+rss = [r["rss_kb"] / 1024 for r in rows]
+idle = [r["idle_rss_kb"] / 1024 for r in rows]
+print(f"controller benchmark: median of {runs} runs, {workers} workers, "
+      f"nproc={__import__('os').cpu_count()}")
+if released:
+    print(f"  {jobs} gated PyTorchJobs created at once -> all served and released: "
+          f"{statistics.median(released):.2f} s (target <= 10 s)")
+print(f"  RSS with {jobs} jobs + {pods} pods cached: {statistics.median(rss):.1f} MB "
+      f"(target <= 40 MB; idle {statistics.median(idle):.1f} MB)")
+PY
