@@ -16,6 +16,7 @@ jobs=${JOBS:-1000}
 pods=${PODS:-10000}
 nodes=${NODES:-4}
 workers=${WORKERS:-4}
+qps=${QPS:-200}  # the controller's --kube-api-qps (its default)
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/controller/ncclguard_controller_bench}
 [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_controller_bench >/dev/null
@@ -45,6 +46,7 @@ for run in $(seq "$runs"); do
     crd --all >/dev/null
   "$driver" setup "$kubeconfig" bench "$nodes"
   "$ncclguard" controller --kubeconfig "$kubeconfig" --leader-elect=false --workers "$workers" \
+    --kube-api-qps "$qps" --kube-api-burst "$((qps * 2))" \
     --log-level warn 2>"$work/controller.log" &
   controller_pid=$!
   sleep 2  # caches of an almost empty cluster sync in well under a second
@@ -68,14 +70,14 @@ for run in $(seq "$runs"); do
   "$root/scripts/controlplane.sh" stop >/dev/null 2>&1
 done
 
-python3 - "$work/results" "$runs" "$jobs" "$pods" "$workers" <<'PY'
+python3 - "$work/results" "$runs" "$jobs" "$pods" "$workers" "$qps" <<'PY'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-runs, jobs, pods, workers = sys.argv[2:]
+runs, jobs, pods, workers, qps = sys.argv[2:]
 released = [r["jobs"]["served_and_released_s"] for r in rows if "served_and_released_s" in r["jobs"]]
 rss = [r["rss_kb"] / 1024 for r in rows]
 idle = [r["idle_rss_kb"] / 1024 for r in rows]
-print(f"controller benchmark: median of {runs} runs, {workers} workers, "
+print(f"controller benchmark: median of {runs} runs, {workers} workers, --kube-api-qps {qps}, "
       f"nproc={__import__('os').cpu_count()}")
 if released:
     print(f"  {jobs} gated PyTorchJobs created at once -> all served and released: "
