@@ -1,8 +1,6 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
-#include <malloc.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -54,9 +52,6 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     return kExitInputError;
   }
   ConfigureJsonLogging(options.log_level);
-  // One malloc arena per thread (a dozen informer threads, the workers) would keep each thread's
-  // freed watch-event buffers apart; two arenas keep the caches' memory compact.
-  mallopt(M_ARENA_MAX, 2);
   controller::ManagerOptions manager_options;
   manager_options.base_policy = LoadPolicy(policy);
   manager_options.workers = options.workers;
