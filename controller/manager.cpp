@@ -31,7 +31,9 @@ std::string DefaultIdentity() {
   return std::string(host[0] != '\0' ? host : "ncclguard") + "_" + std::to_string(getpid());
 }
 
-constexpr int kMaxEventAttempts = 8;
+// With the queue's backoff (5 ms doubling) 16 attempts span about five minutes: long enough to
+// outlast an API server restart, short enough to give up on a namespace being deleted.
+constexpr int kMaxEventAttempts = 16;
 
 controllers::Timestamp Now() {
   return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
