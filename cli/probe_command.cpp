@@ -32,7 +32,8 @@ bool IsNodeCheck(const std::string& id) {
 
 CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
   CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
-  probe->add_flag("--once", options.once, "run the checks once and print the report");
+  probe->add_flag("--once", options.once,
+                  "run the checks once and print the report (with --publish: publish once)");
   probe->add_option("-o,--output", options.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
   probe->add_option("--host-root", options.host_root, "where the host's / is mounted");

@@ -229,6 +229,49 @@ TEST_F(ProbePublishTest, TheRequestAnnotationTriggersARunAndIsCleared) {
   EXPECT_NE(Validation()["status"]["lastProbeTime"], first_probe_time);
 }
 
+TEST_F(ProbePublishTest, ARequestMadeDuringARunGetsARunOfItsOwn) {
+  std::atomic<int> runs{0};
+  TestKubeClient during_run(info_);  // the probe runs on the loop's thread
+  auto request = [this](TestKubeClient& client, const std::string& value) {
+    return client.Request(
+        "PATCH", "/apis/ncclguard.io/v1alpha1/nodevalidations/" + node_,
+        Json{{"metadata", {{"annotations", {{"ncclguard.io/probe-requested", value}}}}}}.dump(),
+        "application/merge-patch+json");
+  };
+  probes::PublisherOptions options = Options();
+  options.interval = 1h;
+  probes::NodePublisher publisher(
+      client_,
+      [&] {
+        // While the run answering request "1" is probing, someone asks again.
+        if (++runs == 2) {
+          EXPECT_EQ(request(during_run, "2").status, 200);
+        }
+        return FixtureReport("p5-32efa", 32, node_);
+      },
+      options);
+  kube::StopToken stop;
+  std::thread loop([&] { publisher.Run(stop); });
+  ASSERT_TRUE(Eventually([&] { return publisher.stats().publishes == 1; }, 30s));
+  ASSERT_EQ(request(*admin_, "1").status, 200);
+
+  EXPECT_TRUE(Eventually([&] { return publisher.stats().publishes == 3; }, 30s))
+      << "publishes: " << publisher.stats().publishes;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const Json validation = Validation();
+        return !validation["metadata"].contains("annotations") ||
+               !validation["metadata"]["annotations"].contains("ncclguard.io/probe-requested");
+      },
+      10s));
+  stop.Stop();
+  loop.join();
+  EXPECT_EQ(runs.load(), 3);
+  const probes::PublisherStats stats = publisher.stats();
+  EXPECT_EQ(stats.requested_runs, 2);
+  EXPECT_EQ(stats.requests_cleared, 1) << "request 1 was not cleared over request 2";
+}
+
 // Its own control plane: stopping kube-apiserver must not disturb the other tests.
 class ProbePublishRestartTest : public ProbePublishTest {
  protected:
