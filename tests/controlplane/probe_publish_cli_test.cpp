@@ -196,8 +196,8 @@ TEST_F(ProbePublishCommandTest, AnUnreachableApiServerIsRetriedAndSigtermStillEx
   EXPECT_EQ(probe.TerminateWithin(5s), 0) << probe.Stderr();
 }
 
-// A server that refuses (403), then reports a conflict (409), then accepts everything.
-TEST(ProbePublishFaults, ForbiddenAndConflictAreRetriedUntilTheyPass) {
+// A server that refuses (403), reports a conflict (409), answers garbage, then accepts everything.
+TEST(ProbePublishFaults, ForbiddenConflictAndGarbageAreRetriedUntilTheyPass) {
   std::atomic<int> requests{0};
   TestHttpsServer server([&](const HttpRequest&) {
     HttpResponse response;
@@ -212,6 +212,8 @@ TEST(ProbePublishFaults, ForbiddenAndConflictAreRetriedUntilTheyPass) {
       response.body =
           R"({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,)"
           R"("message":"the object has been modified"})";
+    } else if (n == 5) {
+      response.body = R"({"apiVersion":"v1","kind":"Node","metadata":{"name":)";  // cut short
     } else {
       response.body = R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}})";
     }
@@ -237,7 +239,7 @@ TEST(ProbePublishFaults, ForbiddenAndConflictAreRetriedUntilTheyPass) {
   const auto report = publisher.RunOnce(stop);
   ASSERT_TRUE(report.has_value());
   const probes::PublisherStats stats = publisher.stats();
-  EXPECT_EQ(stats.publish_failures, 3);
+  EXPECT_EQ(stats.publish_failures, 4);
   EXPECT_EQ(stats.publishes, 1);
 }
 
