@@ -86,12 +86,18 @@ HttpResponse Client::Send(HttpRequest request) {
 
 core::Json Client::Call(const std::string& method, const std::string& path, const std::string& body,
                         const std::string& content_type, const std::string& what) {
+  std::string response = CallRaw(method, path, body, content_type, what);
+  return ParseBody(response, what + " (" + method + " " + path + ")");
+}
+
+std::string Client::CallRaw(const std::string& method, const std::string& path,
+                            const std::string& body, const std::string& content_type,
+                            const std::string& what) {
   HttpRequest request{method, path, body, content_type, options_.request_timeout};
   std::string description = what + " (" + method + " " + path + ")";
   for (int attempt = 0;; ++attempt) {
     HttpResponse response = Send(request);
-    if (response.status >= 200 && response.status < 300)
-      return ParseBody(response.body, description);
+    if (response.status >= 200 && response.status < 300) return std::move(response.body);
     ApiError error =
         ErrorFromResponse(description, response.status, response.body, response.retry_after);
     if (error.code() == ErrorCode::kTooManyRequests && attempt < options_.max_retries_on_429) {
@@ -110,6 +116,15 @@ core::Json Client::Get(const ResourceRef& ref) {
 }
 
 ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options) {
+  core::Json items = core::Json::array();
+  ListPage page =
+      ListOnePage(ref, options, [&](core::Json&& item) { items.push_back(std::move(item)); });
+  page.items = std::move(items);
+  return page;
+}
+
+ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options,
+                             const std::function<void(core::Json&& item)>& on_item) {
   Query query;
   query.Add("labelSelector", options.label_selector);
   query.Add("fieldSelector", options.field_selector);
@@ -117,15 +132,34 @@ ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options)
   query.Add("continue", options.continue_token);
   query.Add("resourceVersion", options.resource_version);
   std::string what = "list " + ref.Describe();
-  core::Json list = Call("GET", ref.CollectionPath() + query.str(), "", "", what);
-  ListPage page;
-  if (!list.is_object()) throw ApiError(ErrorCode::kDecode, what + ": response is not an object");
-  auto items = list.find("items");
-  if (items != list.end() && items->is_array())
-    page.items = std::move(*items);
-  else if (items != list.end() && !items->is_null()) {
-    throw ApiError(ErrorCode::kDecode, what + ": 'items' is not a list");
+  std::string body = CallRaw("GET", ref.CollectionPath() + query.str(), "", "", what);
+  // Each item goes to `on_item` as soon as it is parsed and is then dropped, so a page
+  // never exists as one big JSON tree.
+  std::string member;
+  bool bad_items = false;
+  auto callback = [&](int depth, core::Json::parse_event_t event, core::Json& parsed) {
+    if (depth == 1 && event == core::Json::parse_event_t::key) {
+      member = parsed.get<std::string>();
+    } else if (depth == 1 && member == "items" && event == core::Json::parse_event_t::value &&
+               !parsed.is_null() && !parsed.is_array()) {
+      bad_items = true;
+    } else if (depth == 2 && member == "items" && event == core::Json::parse_event_t::value) {
+      bad_items = true;  // a number or string where an object belongs
+      return false;
+    } else if (depth == 2 && member == "items" && event == core::Json::parse_event_t::object_end) {
+      on_item(std::move(parsed));
+      return false;
+    }
+    return true;
+  };
+  core::Json list = core::Json::parse(body, callback, false);
+  if (list.is_discarded()) {
+    throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
+                                           body.substr(0, std::min<size_t>(200, body.size())));
   }
+  if (!list.is_object()) throw ApiError(ErrorCode::kDecode, what + ": response is not an object");
+  if (bad_items) throw ApiError(ErrorCode::kDecode, what + ": 'items' is not a list");
+  ListPage page;
   auto metadata = list.find("metadata");
   if (metadata != list.end() && metadata->is_object()) {
     page.resource_version = metadata->value("resourceVersion", "");

@@ -72,6 +72,10 @@ class Client {
 
   core::Json Get(const ResourceRef& ref);
   ListPage ListOnePage(const ResourceRef& ref, const ListOptions& options = {});
+  // The same, handing each item to `on_item` as it is parsed (page.items stays empty): a
+  // large page is never held as one JSON tree.
+  ListPage ListOnePage(const ResourceRef& ref, const ListOptions& options,
+                       const std::function<void(core::Json&& item)>& on_item);
   // Every page (limit per page from options); items plus the list's resourceVersion. A
   // continue token that expires midway (410) restarts the list once without paging.
   ListPage List(const ResourceRef& ref, ListOptions options = {});
@@ -110,6 +114,9 @@ class Client {
  private:
   core::Json Call(const std::string& method, const std::string& path, const std::string& body,
                   const std::string& content_type, const std::string& what);
+  // The response body of a successful request; errors thrown.
+  std::string CallRaw(const std::string& method, const std::string& path, const std::string& body,
+                      const std::string& content_type, const std::string& what);
 
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<TokenBucket> limiter_;

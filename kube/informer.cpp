@@ -10,6 +10,16 @@ namespace {
 
 constexpr std::chrono::seconds kShortWatch{1};
 
+CachedObject Unpack(const std::vector<std::uint8_t>& packed) {
+  return std::make_shared<const core::Json>(core::Json::from_msgpack(packed));
+}
+
+std::vector<std::uint8_t> Pack(const core::Json& object) {
+  std::vector<std::uint8_t> packed = core::Json::to_msgpack(object);
+  packed.shrink_to_fit();
+  return packed;
+}
+
 void CopyIdentity(const core::Json& from, core::Json& to) {
   auto metadata = from.find("metadata");
   if (metadata == from.end() || !metadata->is_object()) return;
@@ -60,14 +70,14 @@ bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
 CachedObject Informer::Get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : found->second;
+  return found == objects_.end() ? nullptr : Unpack(found->second);
 }
 
 std::vector<CachedObject> Informer::List() const {
   std::lock_guard lock(mutex_);
   std::vector<CachedObject> all;
   all.reserve(objects_.size());
-  for (const auto& [key, object] : objects_) all.push_back(object);
+  for (const auto& [key, packed] : objects_) all.push_back(Unpack(packed));
   return all;
 }
 
@@ -81,7 +91,7 @@ std::vector<CachedObject> Informer::ByIndex(const std::string& index,
   if (keys == by_value->second.end()) return matches;
   for (const auto& key : keys->second) {
     auto found = objects_.find(key);
-    if (found != objects_.end()) matches.push_back(found->second);
+    if (found != objects_.end()) matches.push_back(Unpack(found->second));
   }
   return matches;
 }
@@ -124,23 +134,30 @@ void Informer::IndexLocked(const std::string& key, const core::Json& object, boo
   }
 }
 
-void Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) {
+bool Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) {
   std::string key = ObjectKey(*object);
+  std::vector<std::uint8_t> packed = Pack(*object);
   std::lock_guard lock(mutex_);
-  auto& slot = objects_[key];
-  CachedObject old = slot;
-  if (old) IndexLocked(key, *old, false);
-  slot = object;
+  auto [slot, inserted] = objects_.try_emplace(key);
+  CachedObject old;
+  if (!inserted) {
+    if (slot->second == packed) return false;
+    old = Unpack(slot->second);
+    IndexLocked(key, *old, false);
+  }
+  slot->second = std::move(packed);
   IndexLocked(key, *object, true);
   changes.push_back({old, object});
+  return true;
 }
 
 void Informer::Remove(const std::string& key, std::vector<Change>& changes) {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
   if (found == objects_.end()) return;
-  IndexLocked(key, *found->second, false);
-  changes.push_back({found->second, nullptr});
+  CachedObject old = Unpack(found->second);
+  IndexLocked(key, *old, false);
+  changes.push_back({old, nullptr});
   objects_.erase(found);
 }
 
@@ -164,33 +181,41 @@ void Informer::Notify(const std::vector<Change>& changes) {
   }
 }
 
-void Informer::ListAndReplace(std::vector<Change>& changes) {
+void Informer::ListAndReplace() {
   ListOptions list_options;
   list_options.label_selector = options_.label_selector;
   list_options.field_selector = options_.field_selector;
   list_options.limit = options_.page_size;
-  ListPage page = client_->List(options_.resource, list_options);
-
+  // Page by page, projecting each page before fetching the next: the full objects of one
+  // page are in memory at a time, never the whole list (10,000 pods).
   std::set<std::string> listed;
-  for (const auto& item : page.items) {
-    CachedObject object = Project(item);
-    std::string key = ObjectKey(*object);
-    listed.insert(key);
-    CachedObject current = Get(key);
-    // Unchanged objects keep their cache entry and raise no event.
-    if (current && ResourceVersionOf(*current) == ResourceVersionOf(*object)) continue;
-    Upsert(object, changes);
-  }
+  std::string list_version;
+  do {
+    // Handlers hear about each page before the next: holding every change of a 10,000-pod
+    // list until the end would cost more memory than the cache itself.
+    std::vector<Change> changes;
+    ListPage page = client_->ListOnePage(options_.resource, list_options, [&](core::Json&& item) {
+      CachedObject object = Project(item);
+      listed.insert(ObjectKey(*object));
+      Upsert(object, changes);  // unchanged objects raise no event
+    });
+    if (list_version.empty()) list_version = page.resource_version;
+    Notify(changes);
+    list_options.continue_token = page.continue_token;
+  } while (!list_options.continue_token.empty() && !stop_.stopped());
+  if (stop_.stopped()) return;  // a partial list says nothing about what was deleted
   std::vector<std::string> gone;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [key, object] : objects_) {
+    for (const auto& [key, packed] : objects_) {
       if (!listed.contains(key)) gone.push_back(key);
     }
   }
+  std::vector<Change> changes;
   for (const auto& key : gone) Remove(key, changes);
+  Notify(changes);
   std::lock_guard lock(mutex_);
-  resource_version_ = page.resource_version;
+  resource_version_ = list_version;
   ++stats_.lists;
 }
 
@@ -245,22 +270,13 @@ void Informer::Run() {
   while (!stop_.stopped()) {
     try {
       if (need_list) {
-        std::vector<Change> changes;
-        ListAndReplace(changes);
+        ListAndReplace();
         need_list = false;
-        bool first = false;
         {
           std::lock_guard lock(mutex_);
-          first = !synced_;
+          synced_ = true;
         }
-        Notify(changes);
-        if (first) {
-          {
-            std::lock_guard lock(mutex_);
-            synced_ = true;
-          }
-          synced_changed_.notify_all();
-        }
+        synced_changed_.notify_all();
         backoff.Reset();
       }
       auto began = std::chrono::steady_clock::now();

@@ -108,7 +108,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   updated_spec["renewTime"] = now;
   if (!mine) {
     updated_spec["acquireTime"] = now;
-    updated_spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (holder.empty() ? 0 : 1);
+    updated_spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
   }
   lease["spec"] = updated_spec;
   // The update carries the resourceVersion we read: if another replica wrote in between,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -149,6 +150,31 @@ TEST(KubeFaults, ServerErrorsAndNonJsonBodiesAreTypedErrors) {
   EXPECT_NE(message.find("upstream unavailable"), std::string::npos) << message;
   EXPECT_EQ(ErrorCodeOf([&] { client.Get(ref); }, &message), kube::ErrorCode::kDecode);
   EXPECT_NE(message.find("not JSON"), std::string::npos) << message;
+}
+
+TEST(KubeFaults, MalformedListBodiesAreDecodeErrors) {
+  std::vector<std::string> bodies = {
+      R"({"items":5})",
+      R"({"items":[1]})",
+      R"([1,2])",
+      "not json",
+      R"({"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}})",
+  };
+  std::atomic<std::size_t> next{0};
+  TestHttpsServer server([&](const HttpRequest&) {
+    HttpResponse response;
+    response.body = bodies[next++ % bodies.size()];
+    return response;
+  });
+  kube::Client client(ConfigFor(server));
+  for (const auto& body : bodies) {
+    std::string message;
+    EXPECT_EQ(
+        ErrorCodeOf([&] { client.ListOnePage(kube::resources::ConfigMaps().In("ns")); }, &message),
+        kube::ErrorCode::kDecode)
+        << body;
+    EXPECT_NE(message.find("list configmaps in ns"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ TEST(CliExplain, PrintsRuleTextFixAndGuideLink) {
 
   const auto all = RunCli({"explain", "--all"});
   EXPECT_EQ(all.exit_code, 0);
-  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '#'), 20);
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '#'), 21);
 }
 
 }  // namespace

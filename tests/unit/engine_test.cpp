@@ -14,7 +14,32 @@ TEST(Engine, CompliantPodHasNoFindingsAndNoPatch) {
   EXPECT_EQ(result.fixed, CompliantPod());
 }
 
-TEST(Engine, RegistersEveryRuleOfTheContract) { EXPECT_EQ(core::RuleRegistry::All().size(), 20u); }
+TEST(Engine, RegistersEveryRuleOfTheContract) {
+  // The 20 rules of RULES.md plus rendezvous-dns-missing (added rules are allowed, renames not).
+  for (const char* id : {"efa-resources-missing",
+                         "efa-count-mismatch",
+                         "instance-type-unknown",
+                         "fi-provider-without-efa",
+                         "hostpath-infiniband",
+                         "ipc-lock-missing",
+                         "efa-env-missing",
+                         "socket-ifname-invalid",
+                         "collnet-on-efa",
+                         "nccl-proto-invalid",
+                         "nccl-algo-invalid",
+                         "nccl-env-deprecated",
+                         "async-error-handling-missing",
+                         "dev-shm-missing",
+                         "memory-limit-missing",
+                         "master-addr-unqualified",
+                         "world-size-mismatch",
+                         "image-mismatch",
+                         "image-unpinned",
+                         "mixed-instance-families"}) {
+    EXPECT_NE(core::RuleRegistry::Find(id), nullptr) << id;
+  }
+  EXPECT_EQ(core::RuleRegistry::All().size(), 21u);
+}
 
 }  // namespace
 }  // namespace ncclguard::test

@@ -38,18 +38,23 @@ TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
   WriteFile(dir + "/tls.crt", tls.cert_pem);
   WriteFile(dir + "/tls.key", tls.key_pem);
   WriteFile(dir + "/ca.crt", tls.ca_pem);
-  const int port = FreePort();
-  const pid_t pid =
-      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:" + std::to_string(port),
-             "--tls-cert-file", dir + "/tls.crt", "--tls-key-file", dir + "/tls.key"},
-            dir + "/stderr.log");
-  const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/readyz";
+  // A port taken between FreePort and the server's bind makes the process exit: try another.
+  pid_t pid = -1;
   bool ready = false;
-  for (int i = 0; i < 100 && !ready; ++i) {
-    ready = Fetch(url, dir + "/ca.crt", "", {.method = "GET"}).status == 200;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int attempt = 0; attempt < 3 && !ready; ++attempt) {
+    const int port = FreePort();
+    pid = Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:" + std::to_string(port),
+                 "--tls-cert-file", dir + "/tls.crt", "--tls-key-file", dir + "/tls.key"},
+                dir + "/stderr.log");
+    const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/readyz";
+    for (int i = 0; i < 200 && !ready; ++i) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) break;  // exited: retry on another port
+      ready = Fetch(url, dir + "/ca.crt", "", {.method = "GET"}).status == 200;
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
-  EXPECT_TRUE(ready);
+  ASSERT_TRUE(ready);
   kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
