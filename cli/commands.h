@@ -61,10 +61,18 @@ struct ProbeCommandOptions {
   std::vector<std::string> checks;  // empty: all
   double check_timeout_seconds = 10;
   std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
+  // --publish (DaemonSet mode): write the report to the cluster every interval and on request.
+  bool publish = false;
+  std::string interval = "5m";
+  std::string request_poll = "5s";
+  std::string kubeconfig;
+  std::string log_level = "info";
 };
 // Adds the `probe` subcommand and its flags (the policy flags are the caller's).
 CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options);
 int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy);
+// `ncclguard probe --publish`: until SIGTERM (exit 0), or once with --once (exit as --once).
+int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& policy);
 
 // `ncclguard controller`: the training-job controller, and the webhook in the same process when
 // TLS files are given. Runs until SIGTERM/SIGINT (exit 0) or until the lease is lost (exit 1).

@@ -4,11 +4,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/probe_setup.h"
 #include "core/catalog.h"
 #include "probes/context.h"
 #include "probes/instance_type.h"
+#include "probes/publisher.h"
 #include "probes/report.h"
 
 namespace ncclguard::cli {
@@ -29,33 +32,47 @@ bool IsNodeCheck(const std::string& id) {
 
 CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
   CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
-  probe->add_flag("--once", options.once, "run the checks once and print the report");
+  probe->add_flag("--once", options.once,
+                  "run the checks once and print the report (with --publish: publish once)");
   probe->add_option("-o,--output", options.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
   probe->add_option("--host-root", options.host_root, "where the host's / is mounted");
   probe->add_option("--instance-type", options.instance_type, "the node's instance type");
   probe->add_option("--instance-type-file", options.instance_type_file,
                     "file with the instance type or the EC2 instance identity document");
-  probe->add_option("--node-name", options.node_name, "the node's name, for the report");
+  probe->add_option("--node-name", options.node_name,
+                    "the node's name (default with --publish: $NODE_NAME)");
   probe->add_flag("--bandwidth", options.bandwidth, "also measure GPU peer copy bandwidth");
   probe->add_option("--check", options.checks, "run only this check (repeatable)");
   probe->add_option("--check-timeout", options.check_timeout_seconds, "seconds per check");
   // Tests point the EFA checks at Debian libfabric's tcp/sockets providers; hidden from help.
   probe->add_option("--fabric-provider", options.fabric_provider)->group("");
+  probe->add_flag("--publish", options.publish,
+                  "DaemonSet mode: write the NodeValidation, node label and NcclReady condition, "
+                  "every --interval and on request, until SIGTERM");
+  probe->add_option("--interval", options.interval, "with --publish: time between runs (5m)");
+  probe->add_option("--request-poll", options.request_poll,
+                    "with --publish: how often to look for the " +
+                        std::string(probes::kProbeRequestedAnnotation) + " annotation (5s)");
+  probe->add_option("--kubeconfig", options.kubeconfig,
+                    "with --publish: kubeconfig file (default: $KUBECONFIG, in-cluster, "
+                    "~/.kube/config)");
+  probe->add_option("--log-level", options.log_level,
+                    "with --publish: trace, debug, info, warn, error or off (JSON on stderr)");
   return probe;
 }
 
-int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
-  if (!options.once) return UsageError("pass --once: run the checks once and print the report");
+std::optional<std::string> BuildProbeOptions(const ProbeCommandOptions& options,
+                                             const PolicyOptions& policy_options,
+                                             probes::ProbeOptions& probe) {
   std::error_code error;
   if (!std::filesystem::is_directory(options.host_root, error))
-    return UsageError("--host-root " + options.host_root + " is not a directory");
+    return "--host-root " + options.host_root + " is not a directory";
   for (const std::string& id : options.checks)
-    if (!IsNodeCheck(id)) return UsageError("--check " + id + ": no such node check");
+    if (!IsNodeCheck(id)) return "--check " + id + ": no such node check";
   if (!(options.check_timeout_seconds > 0 && options.check_timeout_seconds <= 3600))
-    return UsageError("--check-timeout must be between 0 and 3600 seconds");
+    return "--check-timeout must be between 0 and 3600 seconds";
 
-  probes::ProbeOptions probe;
   probe.host_root = options.host_root;
   probe.node_name = options.node_name;
   probe.fabric_provider = options.fabric_provider;
@@ -69,8 +86,18 @@ int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_opt
     probe.instance_type = resolved.name;
     probe.instance_type_source = resolved.source;
   } catch (const std::runtime_error& e) {
-    return UsageError(e.what());
+    return std::string(e.what());
   }
+  return std::nullopt;
+}
+
+int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
+  if (options.publish) return RunProbePublish(options, policy_options);
+  if (!options.once)
+    return UsageError(
+        "pass --once (run the checks once and print the report) or --publish (DaemonSet mode)");
+  probes::ProbeOptions probe;
+  if (auto problem = BuildProbeOptions(options, policy_options, probe)) return UsageError(*problem);
 
   auto context = std::make_shared<probes::ProbeContext>(
       std::move(probe), std::make_shared<probes::RealFactSources>());

@@ -5,7 +5,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
 cuda_include=$("$root/scripts/cuda-headers.sh")
-cmake -S "$root" -B "$build" -G Ninja -DNCCLGUARD_CUDA_INCLUDE_DIR="$cuda_include" >/dev/null
+launcher=()
+# ccache, when installed, makes rebuilds and fresh clones cheap; paths are hashed relative to the
+# checkout so clones in different folders share the cache.
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
+fi
+cmake -S "$root" -B "$build" -G Ninja -DNCCLGUARD_CUDA_INCLUDE_DIR="$cuda_include" "${launcher[@]}" >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"

@@ -1,0 +1,147 @@
+// `ncclguard probe --publish`: the DaemonSet's process. Runs the checks and writes the result to
+// the cluster (probes/publisher.h) every --interval and on request, until SIGTERM.
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <utility>
+
+#include "cli/commands.h"
+#include "cli/duration.h"
+#include "cli/json_log.h"
+#include "cli/probe_setup.h"
+#include "core/json.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "probes/publisher.h"
+#include "probes/report.h"
+
+namespace ncclguard::cli {
+namespace {
+
+int PublishUsageError(const std::string& message) {
+  std::cerr << "ncclguard probe --publish: " << message << "\n";
+  return probes::kProbeExitError;
+}
+
+// Takes SIGTERM/SIGINT synchronously on its own thread and turns them into a stop request, so
+// that sleeps and retries end at once. Other threads inherit the blocked mask.
+class SignalStopper {
+ public:
+  explicit SignalStopper(kube::StopToken stop) : stop_(std::move(stop)) {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGTERM);
+    sigaddset(&signals_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    thread_ = std::thread([this] { Wait(); });
+  }
+  ~SignalStopper() {
+    done_ = true;
+    thread_.join();
+  }
+  SignalStopper(const SignalStopper&) = delete;
+  SignalStopper& operator=(const SignalStopper&) = delete;
+
+ private:
+  void Wait() {
+    const timespec tick{0, 200'000'000};
+    while (!done_) {
+      const int received = sigtimedwait(&signals_, nullptr, &tick);
+      if (received == SIGTERM || received == SIGINT) {
+        spdlog::info("{}", std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                               "; stopping");
+        stop_.Stop();
+        return;
+      }
+    }
+  }
+
+  kube::StopToken stop_;
+  sigset_t signals_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
+  std::string node_name = options.node_name;
+  if (node_name.empty())
+    if (const char* from_env = std::getenv("NODE_NAME")) node_name = from_env;
+  if (node_name.empty())
+    return PublishUsageError(
+        "no node name: pass --node-name or set NODE_NAME (downward API: spec.nodeName)");
+
+  probes::PublisherOptions publisher_options;
+  publisher_options.node_name = node_name;
+  try {
+    publisher_options.interval = ParseDuration(options.interval, "--interval");
+    publisher_options.request_poll = ParseDuration(options.request_poll, "--request-poll");
+    ConfigureJsonLogging(options.log_level);
+  } catch (const std::invalid_argument& e) {
+    return PublishUsageError(e.what());
+  }
+  if (publisher_options.interval.count() <= 0)
+    return PublishUsageError("--interval must be longer than 0");
+  if (publisher_options.request_poll.count() <= 0)
+    return PublishUsageError("--request-poll must be longer than 0");
+
+  probes::ProbeOptions probe;
+  ProbeCommandOptions named = options;
+  named.node_name = node_name;
+  if (auto problem = BuildProbeOptions(named, policy_options, probe))
+    return PublishUsageError(*problem);
+
+  std::shared_ptr<kube::Client> client;
+  try {
+    client = std::make_shared<kube::Client>(kube::LoadClientConfig(options.kubeconfig));
+  } catch (const std::exception& e) {
+    return PublishUsageError(e.what());
+  }
+
+  std::atomic<bool> any_timed_out{false};
+  const std::vector<std::string> checks = options.checks;
+  auto run_checks = [probe, checks, &any_timed_out] {
+    auto context =
+        std::make_shared<probes::ProbeContext>(probe, std::make_shared<probes::RealFactSources>());
+    probes::ProbeReport report = probes::RunProbe(context, checks);
+    if (report.timed_out) any_timed_out = true;
+    return report;
+  };
+
+  kube::StopToken stop;
+  int code = 0;
+  {
+    SignalStopper stopper(stop);
+    probes::NodePublisher publisher(client, run_checks, publisher_options);
+    spdlog::info("{}", core::Json{{"msg", "probe publisher started"},
+                                  {"node", node_name},
+                                  {"server", client->config().server},
+                                  {"once", options.once},
+                                  {"intervalMs", publisher_options.interval.count()}}
+                           .dump());
+    if (options.once) {
+      const auto report = publisher.RunOnce(stop);
+      // Stopped by a signal before publishing succeeded: a clean stop, not a failure.
+      code = report ? probes::ExitCode(*report) : (stop.stopped() ? 0 : probes::kProbeExitError);
+    } else {
+      publisher.Run(stop);
+    }
+  }
+  spdlog::default_logger()->flush();
+  if (any_timed_out) {
+    // A check may still be blocked in a driver call on a detached thread.
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
+}
+
+}  // namespace ncclguard::cli
