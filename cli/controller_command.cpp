@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_log.h"
+#include "cli/signals.h"
 #include "controller/manager.h"
 #include "kube/config.h"
 #include "kube/errors.h"
@@ -79,11 +80,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   }
 
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockTerminationSignals();
 
   std::unique_ptr<webhook::WebhookServer> server;
   if (!options.tls_cert_file.empty()) {

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_log.h"
+#include "cli/signals.h"
 #include "core/errors.h"
 #include "webhook/server.h"
 
@@ -37,11 +38,7 @@ int RunWebhook(const WebhookOptions& options) {
   if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
 
   // Signals are taken synchronously by this thread only; the listener's threads inherit the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockTerminationSignals();
 
   std::unique_ptr<webhook::WebhookServer> server;
   try {

@@ -133,31 +133,6 @@ void RequireObject(const Json& document, std::size_t index) {
   }
 }
 
-// Max bracket depth of JSON text, outside strings; checked before parsing so that no parser or
-// later recursive walk sees hostile nesting.
-std::size_t JsonNestingDepth(std::string_view text) {
-  std::size_t depth = 0;
-  std::size_t max_depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 DocumentSet ParseJson(std::string_view text) {
   DocumentSet set;
   set.format = DocumentFormat::JsonStream;
@@ -393,6 +368,31 @@ std::string WriteDocuments(const DocumentSet& set) {
     out += ToYaml(set.documents[i]);
   }
   return out;
+}
+
+// Max bracket depth of JSON text, outside strings; checked before parsing so that no parser or
+// later recursive walk sees hostile nesting.
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0;
+  std::size_t max_depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
 }
 
 }  // namespace ncclguard::core

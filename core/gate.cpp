@@ -1,6 +1,7 @@
 #include "core/gate.h"
 
 #include "core/errors.h"
+#include "core/json_access.h"
 
 namespace ncclguard::core {
 namespace {
@@ -14,20 +15,6 @@ const Json* ObjectAt(const Json& root, const JsonPointer& pointer) {
     throw InputError(pointer.to_string() + ": expected an object, found " + value.type_name());
   }
   return &value;
-}
-
-std::string EscapeToken(std::string_view token) {
-  std::string escaped;
-  for (char c : token) {
-    if (c == '~') {
-      escaped += "~0";
-    } else if (c == '/') {
-      escaped += "~1";
-    } else {
-      escaped += c;
-    }
-  }
-  return escaped;
 }
 
 Json AddOp(const std::string& path, Json value) {
@@ -63,7 +50,8 @@ JsonPointer SuspendPointer(WorkloadKind kind) {
 
 Json GateMarkPatch(const Json& job, WorkloadKind kind) {
   Json ops = Json::array();
-  const std::string annotation_path = "/metadata/annotations/" + EscapeToken(kGateAnnotation);
+  const std::string annotation_path =
+      "/metadata/annotations/" + EscapePointerToken(kGateAnnotation);
   const Json annotations{{std::string(kGateAnnotation), std::string(kGatePending)}};
   if (ObjectAt(job, JsonPointer("/metadata")) == nullptr) {
     ops.push_back(AddOp("/metadata", Json{{"annotations", annotations}}));

@@ -6,6 +6,7 @@
 #include <exception>
 #include <utility>
 
+#include "core/json_access.h"
 #include "probes/node_validation.h"
 
 namespace ncclguard::probes {
@@ -30,17 +31,7 @@ Json ErrorFields(const std::exception& error) {
 
 // "/metadata/annotations/ncclguard.io~1probe-requested" (RFC 6901 escaping).
 std::string AnnotationPointer(std::string_view key) {
-  std::string escaped;
-  for (char c : key) {
-    if (c == '~') {
-      escaped += "~0";
-    } else if (c == '/') {
-      escaped += "~1";
-    } else {
-      escaped += c;
-    }
-  }
-  return "/metadata/annotations/" + escaped;
+  return "/metadata/annotations/" + core::EscapePointerToken(key);
 }
 
 std::string AnnotationOf(const Json& object, std::string_view key) {

@@ -1,5 +1,7 @@
 #include "webhook/admission_review.h"
 
+#include "core/documents.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -10,32 +12,7 @@ namespace {
 
 constexpr std::string_view kApiVersion = "admission.k8s.io/v1";
 // Kubernetes objects nest a few dozen levels; copying or printing a deeper document recurses.
-constexpr int kMaxNesting = 128;
-
-// Deepest [/{ nesting of a JSON text, ignoring brackets inside strings. Cheaper than a parser
-// callback on every value, and it keeps hostile nesting away from recursive code.
-int MaxNesting(std::string_view text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
+constexpr std::size_t kMaxNesting = 128;
 
 const core::Json& Member(const core::Json& object, const char* name, std::string_view where) {
   auto it = object.find(name);
@@ -85,7 +62,7 @@ void CheckObjectKind(const core::Json& object, const GroupVersionKind& claimed) 
 }  // namespace
 
 AdmissionRequest ParseAdmissionReview(std::string_view body) {
-  if (MaxNesting(body) > kMaxNesting) {
+  if (core::JsonNestingDepth(body) > kMaxNesting) {
     throw ReviewError("body nests deeper than " + std::to_string(kMaxNesting) + " levels");
   }
   core::Json review = core::Json::parse(body, nullptr, /*allow_exceptions=*/false);
