@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format git ca-certificates curl openssl python3
   nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev libcpprest-dev libboost-dev
-  libfabric-dev libfabric-bin
+  libfabric-dev libfabric-bin libjemalloc-dev
 )
 
 missing=()
