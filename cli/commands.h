@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/policy.h"
+#include "webhook/server.h"
 
 namespace CLI {
 class App;
@@ -42,6 +43,14 @@ struct WebhookOptions {
   std::size_t threads = 0;  // 0: the listener's default
   std::string log_level = "info";
 };
+
+// The webhook server settings both `ncclguard webhook` and `ncclguard controller` use: listen
+// address, certificate files, the policy (re-read when its file changes) and $POD_NAMESPACE
+// exempt beside kube-system.
+webhook::ServerConfig WebhookServerConfig(const std::string& listen,
+                                          const std::string& tls_cert_file,
+                                          const std::string& tls_key_file,
+                                          const PolicyOptions& policy);
 
 // Serves the admission webhook until SIGTERM/SIGINT, then drains and returns 0.
 int RunWebhook(const WebhookOptions& options);

@@ -84,15 +84,8 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
 
   std::unique_ptr<webhook::WebhookServer> server;
   if (!options.tls_cert_file.empty()) {
-    webhook::ServerConfig webhook_config;
-    webhook_config.listen = options.webhook_listen;
-    webhook_config.tls_cert_file = options.tls_cert_file;
-    webhook_config.tls_key_file = options.tls_key_file;
-    if (const char* own = std::getenv("POD_NAMESPACE"); own != nullptr && *own != '\0') {
-      webhook_config.admit.exempt_namespaces.emplace_back(own);
-    }
-    webhook_config.load_policy = [policy] { return LoadPolicy(policy); };
-    if (policy.policy_file) webhook_config.policy_files.push_back(*policy.policy_file);
+    webhook::ServerConfig webhook_config = WebhookServerConfig(
+        options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
     try {
       server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
       server->Start();

@@ -12,11 +12,25 @@
 
 namespace ncclguard::cli {
 
-int RunWebhook(const WebhookOptions& options) {
+webhook::ServerConfig WebhookServerConfig(const std::string& listen,
+                                          const std::string& tls_cert_file,
+                                          const std::string& tls_key_file,
+                                          const PolicyOptions& policy) {
   webhook::ServerConfig config;
-  config.listen = options.listen;
-  config.tls_cert_file = options.tls_cert_file;
-  config.tls_key_file = options.tls_key_file;
+  config.listen = listen;
+  config.tls_cert_file = tls_cert_file;
+  config.tls_key_file = tls_key_file;
+  if (const char* own = std::getenv("POD_NAMESPACE"); own != nullptr && *own != '\0') {
+    config.admit.exempt_namespaces.emplace_back(own);
+  }
+  config.load_policy = [policy] { return LoadPolicy(policy); };
+  if (policy.policy_file) config.policy_files.push_back(*policy.policy_file);
+  return config;
+}
+
+int RunWebhook(const WebhookOptions& options) {
+  webhook::ServerConfig config = WebhookServerConfig(options.listen, options.tls_cert_file,
+                                                     options.tls_key_file, options.policy);
   const auto min_version = webhook::ParseTlsVersion(options.tls_min_version);
   if (!min_version) {
     std::cerr << "ncclguard webhook: --tls-min-version " << options.tls_min_version
@@ -24,13 +38,9 @@ int RunWebhook(const WebhookOptions& options) {
     return kExitInputError;
   }
   config.tls_min_version = *min_version;
-  config.admit.exempt_namespaces = options.exempt_namespaces;
-  if (const char* own = std::getenv("POD_NAMESPACE"); own != nullptr && *own != '\0') {
-    config.admit.exempt_namespaces.emplace_back(own);
-  }
-  const PolicyOptions policy = options.policy;
-  config.load_policy = [policy] { return LoadPolicy(policy); };
-  if (policy.policy_file) config.policy_files.push_back(*policy.policy_file);
+  config.admit.exempt_namespaces.insert(config.admit.exempt_namespaces.end(),
+                                        options.exempt_namespaces.begin(),
+                                        options.exempt_namespaces.end());
   config.reload_interval = std::chrono::milliseconds(options.reload_interval_ms);
   config.drain_timeout = std::chrono::milliseconds(options.drain_timeout_ms);
 
