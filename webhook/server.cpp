@@ -42,7 +42,7 @@ struct WebhookServer::Listener {
   std::unique_ptr<http_listener> listener;
 };
 
-// Counts a request from arrival until its answer is handed to the listener.
+// Counts a request from arrival until its answer is written to the connection.
 class WebhookServer::InFlight {
  public:
   explicit InFlight(std::atomic<int>& counter) : counter_(counter) { ++counter_; }
@@ -53,6 +53,22 @@ class WebhookServer::InFlight {
  private:
   std::atomic<int>& counter_;
 };
+
+namespace {
+
+// request.reply only queues the answer; `hold` (the request's InFlight count) lives until the
+// listener has written it, so a graceful shutdown never closes a connection mid-answer.
+void Reply(http_request& request, const http_response& response, std::shared_ptr<void> hold) {
+  request.reply(response).then([hold = std::move(hold)](pplx::task<void> written) {
+    try {
+      written.get();
+    } catch (const std::exception&) {
+      // The client went away; nothing is left to do for this request.
+    }
+  });
+}
+
+}  // namespace
 
 WebhookServer::WebhookServer(ServerConfig config)
     : config_(std::move(config)),
@@ -180,13 +196,13 @@ void WebhookServer::Handle(void* raw_request) {
   auto in_flight = std::make_shared<InFlight>(in_flight_);
   const std::string path = request.relative_uri().path();
 
-  auto reply = [this, &request, start](std::string_view endpoint, status_code code,
-                                       std::string_view result, std::string body,
-                                       std::string content_type) {
+  auto reply = [this, &request, start, &in_flight](std::string_view endpoint, status_code code,
+                                                   std::string_view result, std::string body,
+                                                   std::string content_type) {
     http_response response(code);
     if (draining_.load()) response.headers().add(header_names::connection, "close");
     response.set_body(std::move(body), content_type);
-    request.reply(response);
+    Reply(request, response, in_flight);
     metrics_.CountRequest(endpoint, result, SecondsSince(start));
   };
   auto refuse = [&](std::string_view endpoint, status_code code, std::string_view result,
@@ -244,7 +260,7 @@ void WebhookServer::Handle(void* raw_request) {
                                " bytes exceeds the limit of " +
                                std::to_string(config_.max_body_bytes);
     response.set_body(reason + "\n", "text/plain; charset=utf-8");
-    request.reply(response);
+    Reply(request, response, in_flight);
     metrics_.CountRequest(endpoint_name, "too_large", SecondsSince(start));
     LogLine(spdlog::level::warn, {{"msg", "request refused"},
                                   {"endpoint", endpoint_name},
@@ -270,17 +286,18 @@ void WebhookServer::Handle(void* raw_request) {
             http_response response(status_codes::BadRequest);
             response.headers().add(header_names::connection, "close");
             response.set_body("request body incomplete\n", "text/plain; charset=utf-8");
-            request.reply(response);
+            Reply(request, response, in_flight);
           } catch (const std::exception&) {
           }
           return;
         }
-        AnswerReview(endpoint, &request, body, start);
+        AnswerReview(endpoint, &request, body, start, std::move(in_flight));
       });
 }
 
 void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std::string& body,
-                                 std::chrono::steady_clock::time_point start) {
+                                 std::chrono::steady_clock::time_point start,
+                                 std::shared_ptr<InFlight> in_flight) {
   http_request& request = *static_cast<http_request*>(raw_request);
   const std::string_view endpoint_name = EndpointName(endpoint);
   http_response response(status_codes::OK);
@@ -293,7 +310,7 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
     response.set_status_code(status_codes::BadRequest);
     response.set_body(std::string("invalid AdmissionReview: ") + e.what() + "\n",
                       "text/plain; charset=utf-8");
-    request.reply(response);
+    Reply(request, response, in_flight);
     metrics_.CountRequest(endpoint_name, "bad_request", SecondsSince(start));
     LogLine(spdlog::level::warn, {{"msg", "invalid AdmissionReview"},
                                   {"endpoint", endpoint_name},
@@ -329,7 +346,7 @@ void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std
     answer = EncodeAdmissionReview(denial);
   }
   response.set_body(std::move(answer), "application/json");
-  request.reply(response);
+  Reply(request, response, std::move(in_flight));
 
   const double seconds = SecondsSince(start);
   const std::string_view result = AdmitResultName(outcome.result);

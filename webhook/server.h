@@ -52,6 +52,8 @@ class WebhookServer {
   void Shutdown();
 
   bool Ready() const { return ready_.load(); }
+  // Requests whose headers were read and whose answer is not yet sent.
+  int InFlightRequests() const { return in_flight_.load(); }
   const Metrics& metrics() const { return metrics_; }
 
  private:
@@ -60,7 +62,8 @@ class WebhookServer {
 
   void Handle(void* request);  // web::http::http_request*, kept out of this header
   void AnswerReview(Endpoint endpoint, void* request, const std::string& body,
-                    std::chrono::steady_clock::time_point start);
+                    std::chrono::steady_clock::time_point start,
+                    std::shared_ptr<InFlight> in_flight);
   void ReloadIfDue();
   std::shared_ptr<const core::Policy> CurrentPolicy() const;
   std::shared_ptr<const ServingCertificate> CurrentCertificate() const;

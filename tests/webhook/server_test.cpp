@@ -344,10 +344,14 @@ TEST(WebhookServerShutdown, InFlightRequestsFinishBeforeTheListenerCloses) {
       "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 200));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request is in flight
+  // Wait (not sleep) for the server to see the request: on a loaded CI machine the headers may
+  // take a while to be read.
+  ASSERT_TRUE(Eventually([&] { return webhook.server().InFlightRequests() == 1; }))
+      << "the server never saw the request";
   std::thread shutdown([&] { webhook.server().Shutdown(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(webhook.server().Ready());
+  ASSERT_TRUE(Eventually([&] { return !webhook.server().Ready(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Shutdown is now draining
+  EXPECT_EQ(webhook.server().InFlightRequests(), 1);
   client.Send(body.substr(200));
   const std::string response = client.ReadAll(3000);
   shutdown.join();
