@@ -16,7 +16,7 @@ jobs=${JOBS:-1000}
 pods=${PODS:-10000}
 nodes=${NODES:-4}
 workers=${WORKERS:-4}
-qps=${QPS:-200}  # the controller's --kube-api-qps (its default)
+qps=${QPS:-500}  # the controller's --kube-api-qps (its default)
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/controller/ncclguard_controller_bench}
 [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_controller_bench >/dev/null

@@ -93,8 +93,8 @@ struct ControllerCommandOptions {
   std::string lease_name = "ncclguard-controller";
   int workers = 4;
   std::string log_level = "info";
-  double qps = 200;
-  int burst = 400;
+  double qps = 500;
+  int burst = 1000;
   std::string webhook_listen = "0.0.0.0:8443";
   std::string tls_cert_file;
   std::string tls_key_file;

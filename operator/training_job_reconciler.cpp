@@ -154,9 +154,16 @@ class JobReconcile {
     patch[JsonPointer(std::string(info_.suspend_field))] = false;
     release_ = MergePatch{ref_, false, std::move(patch)};
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
+    // A job that was visibly held gets an Event for its release; one released at its first look
+    // has only the condition (an Event per job would cost every admission a write and say
+    // nothing the condition does not).
+    const auto preflight = FindCondition(job_, kPreflightCondition);
+    const bool was_held = preflight && preflight->status == "False";
     SetCondition(
         {std::string(kPreflightCondition), status, verdict.reason, verdict.message, std::nullopt});
-    Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
+    if (was_held) {
+      Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
+    }
     return std::nullopt;
   }
 

@@ -413,6 +413,7 @@ class ControllerApiServerRestart : public ControllerTest {
 };
 
 TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
+  // Each job needs 3 nodes: held across the restart, then released once a third node passes.
   AddNode("a", "Pass");
   AddNode("b", "Pass");
   RunningController& running = Start(Options());
@@ -421,7 +422,7 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
   // Created just before the stop: their reconciles meet a vanishing API server.
   for (int i = 0; i < 5; ++i) {
     names.push_back("before-" + std::to_string(i));
-    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 1, true)).status, 201);
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 2, true)).status, 201);
   }
   ASSERT_EQ(instance_->StopApiServer().exit_code, 0);
   std::this_thread::sleep_for(3s);
@@ -429,17 +430,23 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
   // Created before the controller's watches reconnect (they back off while the server is away).
   for (int i = 0; i < 5; ++i) {
     names.push_back("after-" + std::to_string(i));
-    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 1, true)).status, 201);
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(names.back(), 2, true)).status, 201);
   }
+  for (const std::string& name : names) {
+    EXPECT_TRUE(Eventually([&] { return HeldWithEvent(PyTorchJobs() + "/" + name, name); }, 60s))
+        << name;
+    EXPECT_TRUE(HasService(name)) << name;
+  }
+  AddNode("c", "Pass");
   for (const std::string& name : names) {
     EXPECT_TRUE(Eventually(
         [&] { return Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend"); }, 60s))
         << name;
-    EXPECT_TRUE(HasService(name)) << name;
   }
   EXPECT_EQ(ServiceCount(), names.size());
   for (const std::string& name : names) {
     EXPECT_TRUE(Eventually([&] { return EventCount(name, "Admitted") == 1; }, 10s)) << name;
+    EXPECT_EQ(EventCount(name, "insufficient-validated-nodes"), 1) << name;
   }
   EXPECT_FALSE(running.finished());
 }

@@ -218,7 +218,22 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   EXPECT_EQ(Condition(job, "NcclPreflight")["status"], "True");
   EXPECT_EQ(Condition(job, "NcclPreflight")["lastTransitionTime"], "2026-12-02T14:01:00Z");
   EXPECT_EQ(Condition(job, "NcclDiagnosis")["status"], "False");
+  const auto admitted = Only<RecordEvent>(result.actions);
+  ASSERT_EQ(admitted.size(), 1u) << "a job that was held is told of its release";
+  EXPECT_EQ(admitted[0].reason, "Admitted");
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+}
+
+TEST_F(Reconciler, AJobReleasedAtItsFirstLookGetsTheConditionButNoEvent) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  AddP5Nodes(4, 0);
+  const auto result = Reconcile(key_);
+  EXPECT_TRUE(Only<RecordEvent>(result.actions).empty());
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  const Json& job = cluster_.JobObject(key_);
+  EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(Condition(job, "NcclPreflight")["status"], "True");
+  EXPECT_EQ(Condition(job, "NcclPreflight")["reason"], "ValidatedNodesAvailable");
 }
 
 TEST_F(Reconciler, CordonedAndUnprobedNodesDoNotCountUnlessThePolicySaysSo) {
