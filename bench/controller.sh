@@ -32,6 +32,8 @@ cleanup() {
 trap cleanup EXIT
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# CPU seconds (user + system) a process has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 
 : >"$work/results"
 for run in $(seq "$runs"); do
@@ -51,7 +53,14 @@ for run in $(seq "$runs"); do
   controller_pid=$!
   sleep 2  # caches of an almost empty cluster sync in well under a second
   idle_kb=$(rss_kb "$controller_pid")
+  # Who burns the 2 cores during the jobs phase: kube-apiserver, etcd and the controller.
+  apiserver_pid=$(awk '{print $1}' "$NCCLGUARD_CONTROLPLANE_DIR/kube-apiserver.pid")
+  etcd_pid=$(awk '{print $1}' "$NCCLGUARD_CONTROLPLANE_DIR/etcd.pid")
+  cpu_before=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$etcd_pid")" "$(cpu_s "$controller_pid")")
   jobs_json=$("$driver" jobs "$kubeconfig" bench "$jobs")
+  cpu_json=$(python3 -c 'import sys; a=sys.argv[1:4]; b=sys.argv[4:7]
+print("{\"apiserver\":%.1f,\"etcd\":%.1f,\"controller\":%.1f}" % tuple(float(y)-float(x) for x,y in zip(a,b)))' \
+    "${cpu_before[@]}" "$(cpu_s "$apiserver_pid")" "$(cpu_s "$etcd_pid")" "$(cpu_s "$controller_pid")")
   pods_json=$("$driver" pods "$kubeconfig" bench "$pods")
   # RSS once the pod events have been taken in: stable over three 1 s samples (at most 120 s).
   last=0 stable=0
@@ -62,7 +71,7 @@ for run in $(seq "$runs"); do
     [[ $stable -ge 3 ]] && break
     sleep 1
   done
-  echo "{\"run\":$run,\"idle_rss_kb\":$idle_kb,\"rss_kb\":$last,\"jobs\":$jobs_json,\"pods\":$pods_json}" \
+  echo "{\"run\":$run,\"idle_rss_kb\":$idle_kb,\"rss_kb\":$last,\"jobs\":$jobs_json,\"jobs_cpu_s\":$cpu_json,\"pods\":$pods_json}" \
     | tee -a "$work/results"
   kill "$controller_pid"
   wait "$controller_pid" 2>/dev/null || true

@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,8 +100,81 @@ int Setup(Client& client, const std::string& ns, int nodes) {
   return 0;
 }
 
-int Jobs(Client& client, const std::string& ns, int count) {
+// Counts the objects a watch reports satisfying `done`, from `resource_version` on, until
+// `target` are satisfied at once or `stop` fires. Watches, not polling lists: a LIST of 1,000
+// PyTorchJobs every 200 ms would cost the API server more CPU than the controller's writes.
+class Tally {
+ public:
+  Tally(Client& client, ResourceRef ref, std::string resource_version,
+        std::function<bool(const Json&)> done)
+      : client_(client),
+        ref_(std::move(ref)),
+        resource_version_(std::move(resource_version)),
+        done_(std::move(done)) {}
+
+  void Run(const ncclguard::kube::StopToken& stop) {
+    while (!stop.stopped()) {
+      try {
+        ncclguard::kube::WatchOptions options;
+        options.resource_version = resource_version_;
+        client_.Watch(
+            ref_, options,
+            [&](ncclguard::kube::WatchEvent&& event) {
+              const Json& meta = event.object["metadata"];
+              resource_version_ = meta.value("resourceVersion", resource_version_);
+              if (event.type == ncclguard::kube::WatchEventType::kBookmark) return;
+              const std::string name = meta.value("name", "");
+              std::lock_guard lock(mutex_);
+              if (event.type != ncclguard::kube::WatchEventType::kDeleted && done_(event.object)) {
+                satisfied_.insert(name);
+              } else {
+                satisfied_.erase(name);
+              }
+            },
+            stop);
+      } catch (const std::exception& e) {
+        std::cerr << "controller_bench: watch " << ref_.resource << ": " << e.what() << "\n";
+        stop.WaitFor(std::chrono::milliseconds(200));
+      }
+    }
+  }
+
+  std::size_t count() const {
+    std::lock_guard lock(mutex_);
+    return satisfied_.size();
+  }
+
+ private:
+  Client& client_;
+  ResourceRef ref_;
+  std::string resource_version_;
+  std::function<bool(const Json&)> done_;
+  mutable std::mutex mutex_;
+  std::set<std::string> satisfied_;
+};
+
+int Jobs(Client& client, const ncclguard::kube::ClientConfig& config, const std::string& ns,
+         int count) {
   const ResourceRef jobs = resources::PyTorchJobs().In(ns);
+  const ResourceRef services = resources::Services().In(ns);
+  Client service_watch_client(config, {.qps = 0});
+  Client job_watch_client(config, {.qps = 0});
+  Tally served(service_watch_client, services, client.ListOnePage(services).resource_version,
+               [](const Json& service) {
+                 return service["metadata"]
+                            .value("labels", Json::object())
+                            .value("app.kubernetes.io/managed-by", "") == "ncclguard";
+               });
+  Tally released(job_watch_client, jobs, client.ListOnePage(jobs).resource_version,
+                 [](const Json& job) {
+                   const Json annotations = job["metadata"].value("annotations", Json::object());
+                   return annotations.value("ncclguard.io/gate", "") == "admitted" &&
+                          job["spec"]["runPolicy"].value("suspend", true) == false;
+                 });
+  const ncclguard::kube::StopToken stop;
+  std::thread served_thread([&] { served.Run(stop); });
+  std::thread released_thread([&] { released.Run(stop); });
+
   const auto start = Clock::now();
   Parallel(count, [&](int i) {
     client.Create(
@@ -113,36 +189,27 @@ int Jobs(Client& client, const std::string& ns, int count) {
              {"Worker", {{"replicas", 1}, {"template", {{"spec", PodSpec()}}}}}}}}}});
   });
   const double created = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto target = static_cast<std::size_t>(count);
+  int rc = 1;
   for (;;) {
-    std::size_t services = 0;
-    for (const Json& s : client.List(resources::Services().In(ns)).items) {
-      if (s["metadata"].value("labels", Json::object()).value("app.kubernetes.io/managed-by", "") ==
-          "ncclguard") {
-        ++services;
-      }
-    }
-    std::size_t released = 0;
-    for (const Json& job : client.List(jobs).items) {
-      const Json annotations = job["metadata"].value("annotations", Json::object());
-      if (annotations.value("ncclguard.io/gate", "") == "admitted" &&
-          job["spec"]["runPolicy"].value("suspend", true) == false) {
-        ++released;
-      }
-    }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (services >= static_cast<std::size_t>(count) &&
-        released >= static_cast<std::size_t>(count)) {
+    if (served.count() >= target && released.count() >= target) {
       std::printf("{\"jobs\":%d,\"created_s\":%.2f,\"served_and_released_s\":%.2f}\n", count,
                   created, elapsed);
-      return 0;
+      rc = 0;
+      break;
     }
     if (elapsed > 300) {
       std::printf("{\"jobs\":%d,\"timeout\":true,\"services\":%zu,\"released\":%zu}\n", count,
-                  services, released);
-      return 1;
+                  served.count(), released.count());
+      break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  stop.Stop();
+  served_thread.join();
+  released_thread.join();
+  return rc;
 }
 
 int Pods(Client& client, const std::string& ns, int count) {
@@ -188,11 +255,12 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   ncclguard::kube::ClientOptions options;
   options.qps = 0;  // the benchmark loads the API server as hard as it takes
-  Client client(ncclguard::kube::LoadKubeConfigFile(argv[2]), options);
+  const ncclguard::kube::ClientConfig config = ncclguard::kube::LoadKubeConfigFile(argv[2]);
+  Client client(config, options);
   const int n = std::atoi(argv[4]);
   try {
     if (command == "setup") return Setup(client, argv[3], n);
-    if (command == "jobs") return Jobs(client, argv[3], n);
+    if (command == "jobs") return Jobs(client, config, argv[3], n);
     if (command == "pods") return Pods(client, argv[3], n);
   } catch (const std::exception& e) {
     std::cerr << "controller_bench: " << e.what() << "\n";
