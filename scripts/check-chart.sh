@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Checks the Helm chart (run by ctest as chart_check; see README "Install on a cluster"):
+#  1. helm lint and helm template with the default values and each charts/ncclguard/ci/*.yaml;
+#  2. on a real kube-apiserver + etcd (scripts/controlplane.sh, an instance of its own, stopped
+#     on exit): the CRDs and manifests/ncclguard.yaml applied and accepted (CRDs Established,
+#     RBAC, webhook configurations, Service, Deployment, DaemonSet, PDB, NcclPolicy), the
+#     non-default renders accepted by a server-side dry run, the webhook configurations'
+#     namespace selection shown by pod creations, the controller's pod template admitted under
+#     Pod Security "restricted", and `kubectl auth can-i` for every verb the README's RBAC
+#     tables list and some that must be denied.
+# No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
+# validated, their pods never run. Exit 0 when every check passes.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+bin_dir=${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin
+chart=$root/charts/ncclguard
+release=ncclguard
+ns=ncclguard-system
+
+failures=0
+step() { printf '\n== %s\n' "$*"; }
+pass() { printf 'ok    %s\n' "$*"; }
+fail() { printf 'FAIL  %s\n' "$*"; failures=$((failures + 1)); }
+
+for b in helm kubectl; do
+  [[ -x $bin_dir/$b ]] || { echo "check-chart: $bin_dir/$b missing: run scripts/controlplane.sh build" >&2; exit 2; }
+done
+export PATH=$bin_dir:$PATH
+work=$(mktemp -d)
+export NCCLGUARD_CONTROLPLANE_DIR=$work/controlplane
+started=0
+cleanup() {
+  ((started)) && "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "helm lint and helm template"
+values_files=("")
+for f in "$chart"/ci/*.yaml; do values_files+=("$f"); done
+for values in "${values_files[@]}"; do
+  label=${values:+${values#"$root"/}}
+  label=${label:-default values}
+  args=()
+  [[ -z $values ]] || args=(-f "$values")
+  if helm lint --strict "$chart" "${args[@]}" >"$work/lint.log" 2>&1; then
+    pass "helm lint --strict ($label)"
+  else
+    fail "helm lint --strict ($label)"; cat "$work/lint.log"
+  fi
+  name=$(basename "${values:-default}" .yaml)
+  if helm template "$release" "$chart" --namespace "$ns" "${args[@]}" >"$work/render-$name.yaml" 2>"$work/template.log"; then
+    pass "helm template ($label): $(grep -c '^kind:' "$work/render-$name.yaml") objects"
+  else
+    fail "helm template ($label)"; cat "$work/template.log"
+  fi
+done
+if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
+  helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
+  fail "values.schema.json accepted a bad failurePolicy or an unknown key"
+else
+  pass "values.schema.json rejects a bad failurePolicy and an unknown key"
+fi
+if "$root/scripts/render-manifests.sh" --check >/dev/null 2>"$work/render.log"; then
+  pass "manifests/ matches the chart"
+else
+  fail "manifests/ is stale"; cat "$work/render.log"
+fi
+
+step "starting a control plane of its own"
+eval "$("$root/scripts/controlplane.sh" start)"
+started=1
+k() { kubectl --request-timeout=20s "$@"; }
+
+step "CRDs and manifests/ncclguard.yaml applied"
+if k apply --server-side -f "$root/manifests/crds.yaml" >/dev/null &&
+  k wait --for=condition=Established --timeout=30s crd/nodevalidations.ncclguard.io crd/ncclpolicies.ncclguard.io >/dev/null; then
+  pass "CRDs applied and Established"
+else
+  fail "CRDs not Established"
+fi
+if k apply --server-side -f "$root/manifests/ncclguard.yaml" >"$work/apply.log" 2>&1; then
+  pass "manifests/ncclguard.yaml applied: $(wc -l <"$work/apply.log") objects"
+else
+  fail "kubectl apply manifests/ncclguard.yaml"; cat "$work/apply.log"
+fi
+# Every object is stored as rendered (none dropped, none renamed).
+if k get -f "$root/manifests/ncclguard.yaml" -o name >"$work/stored.txt" 2>&1; then
+  pass "all $(wc -l <"$work/stored.txt") objects are stored"
+else
+  fail "kubectl get -f manifests/ncclguard.yaml"; cat "$work/stored.txt"
+fi
+for obj in deployment/ncclguard-controller daemonset/ncclguard-probe service/ncclguard-webhook \
+  poddisruptionbudget/ncclguard-controller serviceaccount/ncclguard-controller serviceaccount/ncclguard-probe; do
+  if k -n "$ns" get "$obj" >/dev/null 2>&1; then pass "$obj accepted (not run: no kubelet here)"; else fail "$obj missing"; fi
+done
+spec=$(k get ncclpolicy default -o jsonpath='{.spec.guideBaseURL}' 2>/dev/null || true)
+[[ $spec == https://* ]] && pass "NcclPolicy default stored (guideBaseURL $spec)" || fail "NcclPolicy default missing"
+
+step "webhook configurations"
+for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+  got=$(k get "$kind" ncclguard -o jsonpath='{range .webhooks[*]}{.name} {.sideEffects} {.timeoutSeconds} {.failurePolicy} {.namespaceSelector.matchLabels}{"\n"}{end}')
+  want_name=$([[ $kind == mutating* ]] && echo mutate.ncclguard.io || echo validate.ncclguard.io)
+  if [[ $got == "$want_name None 5 Fail {\"ncclguard.io/enabled\":\"true\"}" ]]; then
+    pass "$kind/ncclguard: $got"
+  else
+    fail "$kind/ncclguard: got '$got'"
+  fi
+done
+# The API server does validate these objects: the same configuration with a timeout over its
+# 30 s maximum is rejected, so the acceptance above means something.
+k get validatingwebhookconfiguration ncclguard -o json |
+  python3 -c 'import json,sys; o=json.load(sys.stdin); o["metadata"]={"name":"ncclguard-invalid"}; o["webhooks"][0]["timeoutSeconds"]=31; print(json.dumps(o))' >"$work/invalid.json"
+if k create -f "$work/invalid.json" >"$work/invalid.log" 2>&1; then
+  fail "the API server accepted a webhook configuration with timeoutSeconds 31"
+else
+  grep -q 'timeoutSeconds' "$work/invalid.log" && pass "a configuration with timeoutSeconds 31 is rejected" ||
+    { fail "unexpected rejection"; cat "$work/invalid.log"; }
+fi
+
+# No controller answers here (no kubelet), and failurePolicy is Fail: a pod is refused exactly
+# where the webhook is called, which shows what the namespace selector intercepts.
+pod_json() {
+  printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s"},"spec":{"containers":[{"name":"c","image":"registry.example/x:1"}]}}' "$1"
+}
+k create namespace team-opted-in >/dev/null && k label namespace team-opted-in ncclguard.io/enabled=true >/dev/null
+k create namespace team-other >/dev/null
+k label namespace kube-system ncclguard.io/enabled=true --overwrite >/dev/null
+k label namespace "$ns" ncclguard.io/enabled=true --overwrite >/dev/null
+# The API server loads webhook configurations asynchronously: wait until the opted-in namespace
+# is intercepted.
+intercepted=0
+for _ in $(seq 1 50); do
+  if ! pod_json probe | k -n team-opted-in create --dry-run=server -f - >"$work/optin.log" 2>&1; then
+    grep -q 'failed calling webhook "mutate.ncclguard.io"' "$work/optin.log" && { intercepted=1; break; }
+  fi
+  sleep 0.2
+done
+if ((intercepted)); then
+  pass "team-opted-in (labelled): pod refused: $(grep -o 'failed calling webhook "[^"]*"' "$work/optin.log")"
+else
+  fail "team-opted-in (labelled): pod not sent to the webhook"; cat "$work/optin.log"
+fi
+for target in team-other kube-system "$ns"; do
+  if pod_json "pod-$target" | k -n "$target" create -f - >"$work/pod.log" 2>&1; then
+    pass "$target: pod created without calling the webhook$([[ $target == team-other ]] || echo ' (labelled, still excluded)')"
+  else
+    fail "$target: pod creation failed"; cat "$work/pod.log"
+  fi
+done
+
+step "the controller pod meets Pod Security \"restricted\""
+k create namespace psa-restricted >/dev/null
+k label namespace psa-restricted pod-security.kubernetes.io/enforce=restricted >/dev/null
+k -n "$ns" get deployment ncclguard-controller -o json |
+  python3 -c 'import json,sys; t=json.load(sys.stdin)["spec"]["template"]; print(json.dumps({"apiVersion":"v1","kind":"Pod","metadata":{"name":"controller","labels":t["metadata"]["labels"]},"spec":t["spec"]}))' >"$work/controller-pod.json"
+if k -n psa-restricted create --dry-run=server -f "$work/controller-pod.json" >"$work/psa.log" 2>&1; then
+  pass "controller pod template admitted under enforce=restricted"
+else
+  fail "controller pod template violates restricted"; cat "$work/psa.log"
+fi
+
+step "non-default values: server-side dry run"
+k create namespace ncclguard-alt >/dev/null
+for f in "$chart"/ci/*.yaml; do
+  name=$(basename "$f" .yaml)
+  helm template ncclguard-alt "$chart" --namespace ncclguard-alt -f "$f" >"$work/alt-$name.yaml"
+  # cert-manager's own kinds need cert-manager's CRDs, which this control plane does not have.
+  python3 - "$work/alt-$name.yaml" "$work/alt-$name-core.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kept = [d for d in docs if not d["apiVersion"].startswith("cert-manager.io/")]
+yaml.safe_dump_all(kept, open(sys.argv[2], "w"), sort_keys=False)
+print(f"{len(docs) - len(kept)} cert-manager objects left out", file=sys.stderr)
+PY
+  if k apply --server-side --dry-run=server -f "$work/alt-$name-core.yaml" >"$work/alt.log" 2>&1; then
+    pass "ci/$name.yaml: $(wc -l <"$work/alt.log") objects accepted (dry run)"
+  else
+    fail "ci/$name.yaml rejected"; cat "$work/alt.log"
+  fi
+done
+
+step "RBAC: kubectl auth can-i as the service accounts"
+# can <yes|no> <sa> <verb> <resource>[/name][:subresource] [namespace]
+can() {
+  local want=$1 sa=$2 verb=$3 resource=$4 where=${5:-} sub=""
+  if [[ $resource == *:* ]]; then sub=${resource#*:}; resource=${resource%%:*}; fi
+  local args=(auth can-i "$verb" "$resource" --as "system:serviceaccount:$ns:$sa")
+  if [[ -n $sub ]]; then args+=(--subresource "$sub"); fi
+  if [[ -n $where ]]; then args+=(-n "$where"); fi
+  local got
+  got=$(k "${args[@]}" 2>"$work/can-i.log" || true)
+  if grep -q "doesn't have a resource type" "$work/can-i.log"; then
+    fail "$resource is not served: $(cat "$work/can-i.log")"
+  elif [[ $got == "$want" ]]; then
+    pass "$sa $verb $resource${sub:+ ($sub)}${where:+ -n $where}: $got"
+  else
+    fail "$sa $verb $resource${sub:+ ($sub)}${where:+ -n $where}: got '$got', want $want"
+  fi
+}
+# The training operators' CRDs (test copies), so that kubectl resolves their resources.
+for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
+k wait --for=condition=Established --timeout=30s crd --all >/dev/null
+c=ncclguard-controller
+for r in pytorchjobs.kubeflow.org mpijobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch; do
+  for v in get list watch patch; do can yes $c $v "$r" team-opted-in; done
+  can yes $c patch "$r:status" team-opted-in
+  can no $c delete "$r" team-opted-in
+  can no $c create "$r" team-opted-in
+  can no $c update "$r:status" team-opted-in
+done
+for v in list watch; do can yes $c $v pods team-opted-in; done
+for v in list watch create patch; do can yes $c $v services team-opted-in; done
+for r in nodes namespaces; do for v in list watch; do can yes $c $v $r; done; done
+for v in list watch create patch; do can yes $c $v events.events.k8s.io team-opted-in; done
+for r in nodevalidations.ncclguard.io ncclpolicies.ncclguard.io; do for v in list watch; do can yes $c $v $r; done; done
+can yes $c patch ncclpolicies.ncclguard.io:status
+can no $c update ncclpolicies.ncclguard.io:status
+can yes $c create leases.coordination.k8s.io "$ns"
+for v in get update; do can yes $c $v leases.coordination.k8s.io/ncclguard-controller "$ns"; done
+for v in get update; do can yes $c $v secrets/ncclguard-webhook-tls "$ns"; done
+for v in list watch create; do can yes $c $v secrets "$ns"; done
+for r in mutatingwebhookconfigurations validatingwebhookconfigurations; do
+  for v in get patch; do can yes $c $v "$r.admissionregistration.k8s.io/ncclguard"; done
+  for v in list watch; do can yes $c $v "$r.admissionregistration.k8s.io"; done
+  can no $c patch "$r.admissionregistration.k8s.io/someone-elses"
+  can no $c delete "$r.admissionregistration.k8s.io/ncclguard"
+done
+can no $c get secrets team-opted-in
+can no $c list secrets kube-system
+can no $c get secrets/another-secret "$ns"
+can no $c delete pods team-opted-in
+can no $c create pods team-opted-in
+can no $c patch nodes
+can no $c get leases.coordination.k8s.io/another-lease "$ns"
+can no $c create leases.coordination.k8s.io team-opted-in
+can no $c patch nodevalidations.ncclguard.io
+can no $c update ncclpolicies.ncclguard.io
+p=ncclguard-probe
+for v in get patch; do can yes $p $v nodes; done
+can yes $p patch nodes:status
+can no $p update nodes:status
+for v in get create update patch; do can yes $p $v nodevalidations.ncclguard.io; done
+for v in update patch; do can yes $p $v nodevalidations.ncclguard.io:status; done
+can no $p delete nodes
+can no $p list nodes
+can no $p delete nodevalidations.ncclguard.io
+can no $p get secrets "$ns"
+can no $p list pods team-opted-in
+can no $p update ncclpolicies.ncclguard.io
+
+step "uninstall the manifests, then helm install and uninstall"
+if k delete -f "$root/manifests/ncclguard.yaml" --wait=false >/dev/null 2>&1 &&
+  ! k get mutatingwebhookconfiguration ncclguard >/dev/null 2>&1; then
+  pass "manifests/ncclguard.yaml deleted (webhook configurations gone)"
+else
+  fail "deleting manifests/ncclguard.yaml"
+fi
+# Without a controller-manager a deleted namespace never finishes terminating: a fresh one.
+if helm install "$release" "$chart" --namespace ncclguard-helm --create-namespace --timeout 60s >"$work/helm.log" 2>&1 &&
+  [[ $(helm status "$release" -n ncclguard-helm -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"]["status"])') == deployed ]]; then
+  pass "helm install: deployed"
+else
+  fail "helm install"; cat "$work/helm.log"
+fi
+owner=$(k get ncclpolicy default -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || true)
+[[ $owner == "$release" ]] && pass "NcclPolicy default created by the release" || fail "NcclPolicy default not from the release"
+if helm uninstall "$release" --namespace ncclguard-helm --timeout 60s >"$work/helm.log" 2>&1 &&
+  ! k get validatingwebhookconfiguration ncclguard >/dev/null 2>&1 &&
+  ! k get clusterrole ncclguard-controller >/dev/null 2>&1; then
+  pass "helm uninstall: webhook configurations and ClusterRoles gone"
+else
+  fail "helm uninstall"; cat "$work/helm.log"
+fi
+k get crd ncclpolicies.ncclguard.io >/dev/null 2>&1 && pass "CRDs kept after uninstall (Helm never deletes crds/)" ||
+  fail "CRDs removed"
+
+echo
+if ((failures)); then
+  echo "check-chart: $failures check(s) failed"
+  exit 1
+fi
+echo "check-chart: all checks passed"
