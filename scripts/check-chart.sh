@@ -57,6 +57,24 @@ for values in "${values_files[@]}"; do
     fail "helm template ($label)"; cat "$work/template.log"
   fi
 done
+# What the non-default values must change in the render.
+expect_in() { # expect_in <render> <description> <fixed string>
+  if grep -qF -- "$3" "$work/render-$1.yaml"; then pass "$1: $2"; else fail "$1: $2 ($3 not found)"; fi
+}
+expect_not_in() {
+  if grep -qF -- "$3" "$work/render-$1.yaml"; then fail "$1: $2 ($3 found)"; else pass "$1: $2"; fi
+}
+expect_in default "self-managed certificates" "--webhook-cert-secret=ncclguard-webhook-tls"
+expect_not_in default "no caBundle in the chart (the controller fills it)" "caBundle:"
+expect_in cert-manager-values "cert-manager Certificate" "kind: Certificate"
+expect_in cert-manager-values "caBundle injected by cert-manager" "cert-manager.io/inject-ca-from: ncclguard-system/ncclguard-webhook-tls"
+expect_in cert-manager-values "serving files from the mounted Secret" "--tls-cert-file=/var/run/ncclguard/certs/tls.crt"
+expect_in cert-manager-values "failurePolicy Ignore" "failurePolicy: Ignore"
+expect_not_in cert-manager-values "no probe DaemonSet" "kind: DaemonSet"
+expect_not_in cert-manager-values "no Secret RBAC without self-managed certificates" "resources: [secrets]"
+expect_not_in controller-only-values "no webhook configurations" "WebhookConfiguration"
+expect_in controller-only-values "plain-HTTP health port" "--health-listen=:8081"
+expect_not_in controller-only-values "unprivileged probe" "privileged: true"
 if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
   helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
   fail "values.schema.json accepted a bad failurePolicy or an unknown key"
@@ -168,11 +186,12 @@ for f in "$chart"/ci/*.yaml; do
   name=$(basename "$f" .yaml)
   helm template ncclguard-alt "$chart" --namespace ncclguard-alt -f "$f" >"$work/alt-$name.yaml"
   # cert-manager's own kinds need cert-manager's CRDs, which this control plane does not have.
+  # helm template separates documents with "---" lines; no YAML parser needed.
   python3 - "$work/alt-$name.yaml" "$work/alt-$name-core.yaml" <<'PY'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-kept = [d for d in docs if not d["apiVersion"].startswith("cert-manager.io/")]
-yaml.safe_dump_all(kept, open(sys.argv[2], "w"), sort_keys=False)
+import re, sys
+docs = [d for d in re.split(r"^---$", open(sys.argv[1]).read(), flags=re.M) if "kind:" in d]
+kept = [d for d in docs if not re.search(r"^apiVersion: cert-manager\.io/", d, flags=re.M)]
+open(sys.argv[2], "w").write("---".join(kept))
 print(f"{len(docs) - len(kept)} cert-manager objects left out", file=sys.stderr)
 PY
   if k apply --server-side --dry-run=server -f "$work/alt-$name-core.yaml" >"$work/alt.log" 2>&1; then
