@@ -10,6 +10,7 @@
 #     tables list and some that must be denied.
 # No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
 # validated, their pods never run. Exit 0 when every check passes.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=controlplane/versions.sh
@@ -115,7 +116,7 @@ for obj in deployment/ncclguard-controller daemonset/ncclguard-probe service/ncc
   if k -n "$ns" get "$obj" >/dev/null 2>&1; then pass "$obj accepted (not run: no kubelet here)"; else fail "$obj missing"; fi
 done
 spec=$(k get ncclpolicy default -o jsonpath='{.spec.guideBaseURL}' 2>/dev/null || true)
-[[ $spec == https://* ]] && pass "NcclPolicy default stored (guideBaseURL $spec)" || fail "NcclPolicy default missing"
+if [[ $spec == https://* ]]; then pass "NcclPolicy default stored (guideBaseURL $spec)"; else fail "NcclPolicy default missing"; fi
 
 step "webhook configurations"
 for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
@@ -134,8 +135,11 @@ k get validatingwebhookconfiguration ncclguard -o json |
 if k create -f "$work/invalid.json" >"$work/invalid.log" 2>&1; then
   fail "the API server accepted a webhook configuration with timeoutSeconds 31"
 else
-  grep -q 'timeoutSeconds' "$work/invalid.log" && pass "a configuration with timeoutSeconds 31 is rejected" ||
-    { fail "unexpected rejection"; cat "$work/invalid.log"; }
+  if grep -q 'timeoutSeconds' "$work/invalid.log"; then
+    pass "a configuration with timeoutSeconds 31 is rejected"
+  else
+    fail "rejected for another reason"; cat "$work/invalid.log"
+  fi
 fi
 
 # No controller answers here (no kubelet), and failurePolicy is Fail: a pod is refused exactly
@@ -285,7 +289,7 @@ else
   fail "helm install"; cat "$work/helm.log"
 fi
 owner=$(k get ncclpolicy default -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || true)
-[[ $owner == "$release" ]] && pass "NcclPolicy default created by the release" || fail "NcclPolicy default not from the release"
+if [[ $owner == "$release" ]]; then pass "NcclPolicy default created by the release"; else fail "NcclPolicy default not from the release"; fi
 if helm uninstall "$release" --namespace ncclguard-helm --timeout 60s >"$work/helm.log" 2>&1 &&
   ! k get validatingwebhookconfiguration ncclguard >/dev/null 2>&1 &&
   ! k get clusterrole ncclguard-controller >/dev/null 2>&1; then
@@ -293,8 +297,11 @@ if helm uninstall "$release" --namespace ncclguard-helm --timeout 60s >"$work/he
 else
   fail "helm uninstall"; cat "$work/helm.log"
 fi
-k get crd ncclpolicies.ncclguard.io >/dev/null 2>&1 && pass "CRDs kept after uninstall (Helm never deletes crds/)" ||
-  fail "CRDs removed"
+if k get crd ncclpolicies.ncclguard.io >/dev/null 2>&1; then
+  pass "CRDs kept after uninstall (Helm never deletes crds/)"
+else
+  fail "CRDs removed by helm uninstall"
+fi
 
 echo
 if ((failures)); then

@@ -4,6 +4,7 @@
 #   manifests/crds.yaml            the CRDs, for kubectl users
 #   manifests/ncclguard.yaml       the namespace + `helm template` of the chart, default values
 # Needs the pinned helm of scripts/controlplane.sh build.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=controlplane/versions.sh
