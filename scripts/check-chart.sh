@@ -17,8 +17,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/controlplane/versions.sh"
 bin_dir=${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin
 chart=$root/charts/ncclguard
+ncclguard=${NCCLGUARD_BIN:-${NCCLGUARD_BUILD_DIR:-$root/build}/cli/ncclguard}
 release=ncclguard
-ns=ncclguard-system
+ns="ncclguard-system"
 
 failures=0
 step() { printf '\n== %s\n' "$*"; }
@@ -226,7 +227,7 @@ can() {
 # The training operators' CRDs (test copies), so that kubectl resolves their resources.
 for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
 k wait --for=condition=Established --timeout=30s crd --all >/dev/null
-c=ncclguard-controller
+c="ncclguard-controller"
 for r in pytorchjobs.kubeflow.org mpijobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch; do
   for v in get list watch patch; do can yes $c $v "$r" team-opted-in; done
   can yes $c patch "$r:status" team-opted-in
@@ -261,7 +262,7 @@ can no $c get leases.coordination.k8s.io/another-lease "$ns"
 can no $c create leases.coordination.k8s.io team-opted-in
 can no $c patch nodevalidations.ncclguard.io
 can no $c update ncclpolicies.ncclguard.io
-p=ncclguard-probe
+p="ncclguard-probe"
 for v in get patch; do can yes $p $v nodes; done
 can yes $p patch nodes:status
 can no $p update nodes:status
@@ -274,8 +275,109 @@ can no $p get secrets "$ns"
 can no $p list pods team-opted-in
 can no $p update ncclpolicies.ncclguard.io
 
+step "the probe and the controller run with the chart's RBAC (service-account tokens)"
+# No webhook serves here (the controller runs without one): the configurations would refuse
+# the test job in the opted-in namespace.
+k delete mutatingwebhookconfiguration ncclguard >/dev/null
+k delete validatingwebhookconfiguration ncclguard >/dev/null
+apiserver_url=$(sed -n 's/^APISERVER_URL=//p' "$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env")
+# token_kubeconfig <service account> <file>: a kubeconfig that authenticates as the account.
+token_kubeconfig() {
+  local token
+  token=$(k -n "$ns" create token "$1" --duration=10m)
+  cat >"$2" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "$apiserver_url", certificate-authority: "$NCCLGUARD_CONTROLPLANE_DIR/pki/ca.crt"}}]
+users: [{name: $1, user: {token: "$token"}}]
+contexts: [{name: test, context: {cluster: test, user: $1}}]
+current-context: test
+KUBECONFIG
+}
+token_kubeconfig ncclguard-probe "$work/probe.kubeconfig"
+token_kubeconfig ncclguard-controller "$work/controller.kubeconfig"
+for node in gpu-node-1 gpu-node-2; do
+  printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"node.kubernetes.io/instance-type":"p5.48xlarge"}}}' "$node" |
+    k create -f - >/dev/null
+done
+
+if [[ ! -x $ncclguard ]]; then
+  fail "$ncclguard missing: build it first (scripts/build.sh ncclguard) or set NCCLGUARD_BIN"
+else
+  # The DaemonSet's command on a fixture host root (the real sysfs of a p5 with 32 EFA devices).
+  rc=0
+  timeout 30 "$ncclguard" probe --publish --once --kubeconfig "$work/probe.kubeconfig" --node-name gpu-node-1 \
+    --host-root "$root/tests/fixtures/probe/p5-32efa" --instance-type p5.48xlarge --check-timeout 10 \
+    >"$work/probe.log" 2>&1 || rc=$?
+  summary=$(k get nodevalidation gpu-node-1 -o jsonpath='{.status.summary}' 2>/dev/null || true)
+  validated=$(k get node gpu-node-1 -o jsonpath='{.metadata.labels.ncclguard\.io/validated}')
+  ready=$(k get node gpu-node-1 -o jsonpath='{.status.conditions[?(@.type=="NcclReady")].status}')
+  if ((rc <= 1)) && [[ -n $summary && -n $validated && -n $ready ]] && ! grep -q Forbidden "$work/probe.log"; then
+    pass "probe --publish as ncclguard-probe: NodeValidation $summary, label validated=$validated, NcclReady=$ready"
+  else
+    fail "probe --publish as ncclguard-probe (exit $rc, summary '$summary')"; cat "$work/probe.log"
+  fi
+  # Without the probe's role the same command only logs 403s and retries.
+  timeout 5 "$ncclguard" probe --publish --once --kubeconfig "$work/controller.kubeconfig" --node-name gpu-node-2 \
+    --host-root "$root/tests/fixtures/probe/p5-32efa" --instance-type p5.48xlarge >"$work/probe-denied.log" 2>&1 || true
+  if grep -q '"code":"Forbidden"' "$work/probe-denied.log" && ! k get nodevalidation gpu-node-2 >/dev/null 2>&1; then
+    pass "probe --publish as ncclguard-controller: Forbidden, nothing written"
+  else
+    fail "probe --publish as ncclguard-controller was not refused"; cat "$work/probe-denied.log"
+  fi
+
+  # A job the webhook marked: the controller must hold it (gpu-node-1 failed), then release it.
+  k -n team-opted-in create -f - >/dev/null <<'JOB'
+{"apiVersion":"kubeflow.org/v1","kind":"PyTorchJob","metadata":{"name":"gated","annotations":{"ncclguard.io/gate":"pending"}},
+ "spec":{"runPolicy":{"suspend":true},"pytorchReplicaSpecs":{"Worker":{"replicas":2,"template":{"spec":{
+   "nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},
+   "containers":[{"name":"pytorch","image":"registry.example/train:1.0","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1000Gi"}}}]}}}}}}
+JOB
+  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-test timeout 120 "$ncclguard" controller \
+    --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \
+    >"$work/controller.log" 2>&1 &
+  controller_pid=$!
+  # eventually <seconds> <command...>: polls until the command succeeds.
+  eventually() {
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.3; done
+  }
+  preflight() { [[ $(k -n team-opted-in get pytorchjob gated -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].status}') == "$1" ]]; }
+  if eventually 30 k -n team-opted-in get service gated && eventually 30 preflight False &&
+    eventually 10 bash -c "kubectl -n team-opted-in get events.events.k8s.io -o name --request-timeout=5s | grep -q ."; then
+    pass "controller as ncclguard-controller: rendezvous Service created, job held (NcclPreflight=False), Event written"
+  else
+    fail "controller as ncclguard-controller did not hold the job"
+  fi
+  # Two nodes pass (as the probe would publish it): the gate lets the job go.
+  printf '{"apiVersion":"ncclguard.io/v1alpha1","kind":"NodeValidation","metadata":{"name":"gpu-node-2"}}' | k create -f - >/dev/null
+  for node in gpu-node-1 gpu-node-2; do
+    k patch nodevalidation "$node" --subresource=status --type=merge \
+      -p '{"status":{"summary":"Pass","instanceType":"p5.48xlarge","checks":[]}}' >/dev/null
+  done
+  released() {
+    [[ $(k -n team-opted-in get pytorchjob gated -o jsonpath='{.metadata.annotations.ncclguard\.io/gate} {.spec.runPolicy.suspend}') == "admitted false" ]]
+  }
+  if eventually 30 released && eventually 10 preflight True; then
+    pass "controller as ncclguard-controller: job released (gate=admitted, suspend false, NcclPreflight=True)"
+  else
+    fail "controller as ncclguard-controller did not release the job"
+  fi
+  accepted=$(k get ncclpolicy default -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}')
+  if [[ $accepted == True ]]; then pass "NcclPolicy default Accepted=True (status patch)"; else fail "NcclPolicy Accepted '$accepted'"; fi
+  kill -TERM "$controller_pid" 2>/dev/null || true
+  wait "$controller_pid" || true
+  holder=$(k -n "$ns" get lease ncclguard-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || echo missing)
+  if [[ -z $holder ]]; then pass "controller took the Lease and released it on SIGTERM"; else fail "Lease holder '$holder' after SIGTERM"; fi
+  if grep -Eq 'Forbidden|"httpStatus":403' "$work/controller.log"; then
+    fail "the controller hit a 403"; grep -E 'Forbidden|403' "$work/controller.log" | head -5
+  else
+    pass "no request of the controller was forbidden ($(wc -l <"$work/controller.log") log lines)"
+  fi
+fi
+
 step "uninstall the manifests, then helm install and uninstall"
-if k delete -f "$root/manifests/ncclguard.yaml" --wait=false >/dev/null 2>&1 &&
+if k delete -f "$root/manifests/ncclguard.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 &&
   ! k get mutatingwebhookconfiguration ncclguard >/dev/null 2>&1; then
   pass "manifests/ncclguard.yaml deleted (webhook configurations gone)"
 else
