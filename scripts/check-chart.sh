@@ -7,7 +7,12 @@
 #     non-default renders accepted by a server-side dry run, the webhook configurations'
 #     namespace selection shown by pod creations, the controller's pod template admitted under
 #     Pod Security "restricted", and `kubectl auth can-i` for every verb the README's RBAC
-#     tables list and some that must be denied.
+#     tables list and some that must be denied;
+#  3. this build's ncclguard (NCCLGUARD_BIN, default build/cli/ncclguard) with tokens of the
+#     chart's service accounts: `probe --publish` on a fixture host root writes its node's
+#     objects (and is refused without the probe's role); `controller` (without its webhook)
+#     holds a gated PyTorchJob, then releases it once two nodes pass, without a single 403;
+#  4. `kubectl delete` of the manifests, then `helm install` and `helm uninstall`.
 # No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
 # validated, their pods never run. Exit 0 when every check passes.
 # shellcheck source-path=SCRIPTDIR
