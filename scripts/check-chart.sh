@@ -392,6 +392,11 @@ fi
 if helm install "$release" "$chart" --namespace ncclguard-helm --create-namespace --timeout 60s >"$work/helm.log" 2>&1 &&
   [[ $(helm status "$release" -n ncclguard-helm -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"]["status"])') == deployed ]]; then
   pass "helm install: deployed"
+  if grep -q 'ncclguard.io/enabled=true' "$work/helm.log"; then
+    pass "NOTES tell how to opt a namespace in"
+  else
+    fail "NOTES lack the opt-in command"; cat "$work/helm.log"
+  fi
 else
   fail "helm install"; cat "$work/helm.log"
 fi
