@@ -95,7 +95,8 @@ else
 fi
 
 step "starting a control plane of its own"
-eval "$("$root/scripts/controlplane.sh" start)"
+# The watchdog stops it even if this script is killed (a ctest timeout) before its trap runs.
+eval "$(NCCLGUARD_CONTROLPLANE_OWNER_PID=$$ "$root/scripts/controlplane.sh" start)"
 started=1
 k() { kubectl --request-timeout=20s "$@"; }
 
