@@ -251,10 +251,11 @@ can no $c update ncclpolicies.ncclguard.io:status
 can yes $c create leases.coordination.k8s.io "$ns"
 for v in get update; do can yes $c $v leases.coordination.k8s.io/ncclguard-controller "$ns"; done
 for v in get update; do can yes $c $v secrets/ncclguard-webhook-tls "$ns"; done
-for v in list watch create; do can yes $c $v secrets "$ns"; done
+can yes $c create secrets "$ns"
+for v in list watch delete; do can no $c $v secrets "$ns"; done
 for r in mutatingwebhookconfigurations validatingwebhookconfigurations; do
   for v in get patch; do can yes $c $v "$r.admissionregistration.k8s.io/ncclguard"; done
-  for v in list watch; do can yes $c $v "$r.admissionregistration.k8s.io"; done
+  for v in list watch; do can no $c $v "$r.admissionregistration.k8s.io"; done
   can no $c patch "$r.admissionregistration.k8s.io/someone-elses"
   can no $c delete "$r.admissionregistration.k8s.io/ncclguard"
 done
