@@ -12,6 +12,9 @@
 #     chart's service accounts: `probe --publish` on a fixture host root writes its node's
 #     objects (and is refused without the probe's role); `controller` (without its webhook)
 #     holds a gated PyTorchJob, then releases it once two nodes pass, without a single 403;
+#     then with --webhook-cert-secret (self-managed certificates): the Secret and both caBundles
+#     appear and kube-apiserver gets a fixed pod from it (skipped, saying so, by a binary that
+#     predates that flag);
 #  4. `kubectl delete` of the manifests, then `helm install` and `helm uninstall`.
 # No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
 # validated, their pods never run. Exit 0 when every check passes.
@@ -380,6 +383,56 @@ JOB
     fail "the controller hit a 403"; grep -E 'Forbidden|403' "$work/controller.log" | head -5
   else
     pass "no request of the controller was forbidden ($(wc -l <"$work/controller.log") log lines)"
+  fi
+fi
+
+step "self-managed webhook certificates with the chart's RBAC"
+if [[ ! -x $ncclguard ]]; then
+  fail "$ncclguard missing"
+elif ! "$ncclguard" controller --help | grep -q -- --webhook-cert-secret; then
+  echo "skipped: this ncclguard has no --webhook-cert-secret yet"
+else
+  # The chart's configurations again, pointed at a controller on 127.0.0.1 (the API server
+  # cannot reach a Service without a kubelet); their caBundle starts empty.
+  k apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for kind in mutatingwebhookconfiguration:mutate validatingwebhookconfiguration:validate; do
+    k patch "${kind%%:*}" ncclguard --type=json -p "[{\"op\":\"remove\",\"path\":\"/webhooks/0/clientConfig/service\"},
+      {\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/url\",\"value\":\"https://127.0.0.1:$port/${kind##*:}\"}]" >/dev/null
+  done
+  mkdir -p "$work/certs"
+  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-certs timeout 120 "$ncclguard" controller \
+    --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \
+    --webhook-listen="127.0.0.1:$port" --webhook-cert-secret=ncclguard-webhook-tls --cert-dir="$work/certs" \
+    --webhook-service=ncclguard-webhook --webhook-configuration=ncclguard --webhook-host=127.0.0.1 \
+    >"$work/controller-certs.log" 2>&1 &
+  controller_pid=$!
+  bundles() {
+    [[ -n $(k get mutatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
+      -n $(k get validatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+  }
+  if eventually 30 k -n "$ns" get secret ncclguard-webhook-tls && eventually 30 bundles; then
+    pass "controller as ncclguard-controller: Secret ncclguard-webhook-tls created, caBundle in both configurations"
+  else
+    fail "no Secret or caBundle"; cat "$work/controller-certs.log"
+  fi
+  # kube-apiserver verifies the controller's serving certificate against that bundle.
+  mutated() {
+    printf '%s' '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"trainer"},"spec":{"nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},"containers":[{"name":"pytorch","image":"registry.example/train:1.0","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1000Gi"}}}]}}' |
+      kubectl --request-timeout=20s -n team-opted-in create --dry-run=server -f - \
+        -o jsonpath='{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa}' | grep -qx 32
+  }
+  if eventually 30 mutated; then
+    pass "a pod in team-opted-in is fixed by the webhook (32 EFA devices added) over the self-managed certificate"
+  else
+    fail "the API server did not get a fixed pod from the webhook"; tail -5 "$work/controller-certs.log"
+  fi
+  kill -TERM "$controller_pid" 2>/dev/null || true
+  wait "$controller_pid" || true
+  if grep -Eq 'Forbidden|"httpStatus":403' "$work/controller-certs.log"; then
+    fail "the controller hit a 403"; grep -E 'Forbidden|403' "$work/controller-certs.log" | head -5
+  else
+    pass "no request of the certificate manager was forbidden"
   fi
 fi
 
