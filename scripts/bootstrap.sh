@@ -7,7 +7,7 @@ set -euo pipefail
 # Debian 12's golang-go is 1.19, too old; the machine image's Go (/usr/local/go) is used.
 
 packages=(
-  build-essential cmake ninja-build pkg-config clang-format git ca-certificates curl openssl python3
+  build-essential cmake ninja-build pkg-config clang-format git ca-certificates curl openssl python3 python3-pip
   nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev libcpprest-dev libboost-dev
   libfabric-dev libfabric-bin libjemalloc-dev

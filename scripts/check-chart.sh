@@ -1,0 +1,478 @@
+#!/usr/bin/env bash
+# Checks the Helm chart (run by ctest as chart_check; see README "Install on a cluster"):
+#  1. helm lint and helm template with the default values and each charts/ncclguard/ci/*.yaml;
+#  2. on a real kube-apiserver + etcd (scripts/controlplane.sh, an instance of its own, stopped
+#     on exit): the CRDs and manifests/ncclguard.yaml applied and accepted (CRDs Established,
+#     RBAC, webhook configurations, Service, Deployment, DaemonSet, PDB, NcclPolicy), the
+#     non-default renders accepted by a server-side dry run, the webhook configurations'
+#     namespace selection shown by pod creations, the controller's pod template admitted under
+#     Pod Security "restricted", and `kubectl auth can-i` for every verb the README's RBAC
+#     tables list and some that must be denied;
+#  3. this build's ncclguard (NCCLGUARD_BIN, default build/cli/ncclguard) with tokens of the
+#     chart's service accounts: `probe --publish` on a fixture host root writes its node's
+#     objects (and is refused without the probe's role); `controller` (without its webhook)
+#     holds a gated PyTorchJob, then releases it once two nodes pass, without a single 403;
+#     then with --webhook-cert-secret (self-managed certificates): the Secret and both caBundles
+#     appear and kube-apiserver gets a fixed pod from it (skipped, saying so, by a binary that
+#     predates that flag);
+#  4. `kubectl delete` of the manifests, then `helm install` and `helm uninstall`.
+# No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
+# validated, their pods never run. Exit 0 when every check passes.
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+bin_dir=${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin
+chart=$root/charts/ncclguard
+ncclguard=${NCCLGUARD_BIN:-${NCCLGUARD_BUILD_DIR:-$root/build}/cli/ncclguard}
+release=ncclguard
+ns="ncclguard-system"
+
+failures=0
+step() { printf '\n== %s\n' "$*"; }
+pass() { printf 'ok    %s\n' "$*"; }
+fail() { printf 'FAIL  %s\n' "$*"; failures=$((failures + 1)); }
+
+for b in helm kubectl; do
+  [[ -x $bin_dir/$b ]] || { echo "check-chart: $bin_dir/$b missing: run scripts/controlplane.sh build" >&2; exit 2; }
+done
+export PATH=$bin_dir:$PATH
+work=$(mktemp -d)
+export NCCLGUARD_CONTROLPLANE_DIR=$work/controlplane
+started=0
+cleanup() {
+  ((started)) && "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "helm lint and helm template"
+values_files=("")
+for f in "$chart"/ci/*.yaml; do values_files+=("$f"); done
+for values in "${values_files[@]}"; do
+  label=${values:+${values#"$root"/}}
+  label=${label:-default values}
+  args=()
+  [[ -z $values ]] || args=(-f "$values")
+  if helm lint --strict "$chart" "${args[@]}" >"$work/lint.log" 2>&1; then
+    pass "helm lint --strict ($label)"
+  else
+    fail "helm lint --strict ($label)"; cat "$work/lint.log"
+  fi
+  name=$(basename "${values:-default}" .yaml)
+  if helm template "$release" "$chart" --namespace "$ns" "${args[@]}" >"$work/render-$name.yaml" 2>"$work/template.log"; then
+    pass "helm template ($label): $(grep -c '^kind:' "$work/render-$name.yaml") objects"
+  else
+    fail "helm template ($label)"; cat "$work/template.log"
+  fi
+done
+# What the non-default values must change in the render.
+expect_in() { # expect_in <render> <description> <fixed string>
+  if grep -qF -- "$3" "$work/render-$1.yaml"; then pass "$1: $2"; else fail "$1: $2 ($3 not found)"; fi
+}
+expect_not_in() {
+  if grep -qF -- "$3" "$work/render-$1.yaml"; then fail "$1: $2 ($3 found)"; else pass "$1: $2"; fi
+}
+expect_in default "self-managed certificates" "--webhook-cert-secret=ncclguard-webhook-tls"
+expect_not_in default "no caBundle in the chart (the controller fills it)" "caBundle:"
+expect_in cert-manager-values "cert-manager Certificate" "kind: Certificate"
+expect_in cert-manager-values "caBundle injected by cert-manager" "cert-manager.io/inject-ca-from: ncclguard-system/ncclguard-webhook-tls"
+expect_in cert-manager-values "serving files from the mounted Secret" "--tls-cert-file=/var/run/ncclguard/certs/tls.crt"
+expect_in cert-manager-values "failurePolicy Ignore" "failurePolicy: Ignore"
+expect_not_in cert-manager-values "no probe DaemonSet" "kind: DaemonSet"
+expect_not_in cert-manager-values "no Secret RBAC without self-managed certificates" "resources: [secrets]"
+expect_not_in controller-only-values "no webhook configurations" "WebhookConfiguration"
+expect_in controller-only-values "plain-HTTP health port" "--health-listen=:8081"
+expect_not_in controller-only-values "unprivileged probe" "privileged: true"
+if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
+  helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
+  fail "values.schema.json accepted a bad failurePolicy or an unknown key"
+else
+  pass "values.schema.json rejects a bad failurePolicy and an unknown key"
+fi
+if "$root/scripts/render-manifests.sh" --check >/dev/null 2>"$work/render.log"; then
+  pass "manifests/ matches the chart"
+else
+  fail "manifests/ is stale"; cat "$work/render.log"
+fi
+
+step "starting a control plane of its own"
+# The watchdog stops it even if this script is killed (a ctest timeout) before its trap runs.
+eval "$(NCCLGUARD_CONTROLPLANE_OWNER_PID=$$ "$root/scripts/controlplane.sh" start)"
+started=1
+k() { kubectl --request-timeout=20s "$@"; }
+
+step "CRDs and manifests/ncclguard.yaml applied"
+if k apply --server-side -f "$root/manifests/crds.yaml" >/dev/null &&
+  k wait --for=condition=Established --timeout=30s crd/nodevalidations.ncclguard.io crd/ncclpolicies.ncclguard.io >/dev/null; then
+  pass "CRDs applied and Established"
+else
+  fail "CRDs not Established"
+fi
+if k apply --server-side -f "$root/manifests/ncclguard.yaml" >"$work/apply.log" 2>&1; then
+  pass "manifests/ncclguard.yaml applied: $(wc -l <"$work/apply.log") objects"
+else
+  fail "kubectl apply manifests/ncclguard.yaml"; cat "$work/apply.log"
+fi
+# Every object is stored as rendered (none dropped, none renamed).
+if k get -f "$root/manifests/ncclguard.yaml" -o name >"$work/stored.txt" 2>&1; then
+  pass "all $(wc -l <"$work/stored.txt") objects are stored"
+else
+  fail "kubectl get -f manifests/ncclguard.yaml"; cat "$work/stored.txt"
+fi
+for obj in deployment/ncclguard-controller daemonset/ncclguard-probe service/ncclguard-webhook \
+  poddisruptionbudget/ncclguard-controller serviceaccount/ncclguard-controller serviceaccount/ncclguard-probe; do
+  if k -n "$ns" get "$obj" >/dev/null 2>&1; then pass "$obj accepted (not run: no kubelet here)"; else fail "$obj missing"; fi
+done
+spec=$(k get ncclpolicy default -o jsonpath='{.spec.guideBaseURL}' 2>/dev/null || true)
+if [[ $spec == https://* ]]; then pass "NcclPolicy default stored (guideBaseURL $spec)"; else fail "NcclPolicy default missing"; fi
+
+step "webhook configurations"
+for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+  got=$(k get "$kind" ncclguard -o jsonpath='{range .webhooks[*]}{.name} {.sideEffects} {.timeoutSeconds} {.failurePolicy} {.namespaceSelector.matchLabels}{"\n"}{end}')
+  want_name=$([[ $kind == mutating* ]] && echo mutate.ncclguard.io || echo validate.ncclguard.io)
+  if [[ $got == "$want_name None 5 Fail {\"ncclguard.io/enabled\":\"true\"}" ]]; then
+    pass "$kind/ncclguard: $got"
+  else
+    fail "$kind/ncclguard: got '$got'"
+  fi
+done
+# The API server does validate these objects: the same configuration with a timeout over its
+# 30 s maximum is rejected, so the acceptance above means something.
+k get validatingwebhookconfiguration ncclguard -o json |
+  python3 -c 'import json,sys; o=json.load(sys.stdin); o["metadata"]={"name":"ncclguard-invalid"}; o["webhooks"][0]["timeoutSeconds"]=31; print(json.dumps(o))' >"$work/invalid.json"
+if k create -f "$work/invalid.json" >"$work/invalid.log" 2>&1; then
+  fail "the API server accepted a webhook configuration with timeoutSeconds 31"
+else
+  if grep -q 'timeoutSeconds' "$work/invalid.log"; then
+    pass "a configuration with timeoutSeconds 31 is rejected"
+  else
+    fail "rejected for another reason"; cat "$work/invalid.log"
+  fi
+fi
+
+# No controller answers here (no kubelet), and failurePolicy is Fail: a pod is refused exactly
+# where the webhook is called, which shows what the namespace selector intercepts.
+pod_json() {
+  printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s"},"spec":{"containers":[{"name":"c","image":"registry.example/x:1"}]}}' "$1"
+}
+k create namespace team-opted-in >/dev/null && k label namespace team-opted-in ncclguard.io/enabled=true >/dev/null
+k create namespace team-other >/dev/null
+k label namespace kube-system ncclguard.io/enabled=true --overwrite >/dev/null
+k label namespace "$ns" ncclguard.io/enabled=true --overwrite >/dev/null
+# The API server loads webhook configurations asynchronously: wait until the opted-in namespace
+# is intercepted.
+intercepted=0
+for _ in $(seq 1 50); do
+  if ! pod_json probe | k -n team-opted-in create --dry-run=server -f - >"$work/optin.log" 2>&1; then
+    grep -q 'failed calling webhook "mutate.ncclguard.io"' "$work/optin.log" && { intercepted=1; break; }
+  fi
+  sleep 0.2
+done
+if ((intercepted)); then
+  pass "team-opted-in (labelled): pod refused: $(grep -o 'failed calling webhook "[^"]*"' "$work/optin.log")"
+else
+  fail "team-opted-in (labelled): pod not sent to the webhook"; cat "$work/optin.log"
+fi
+for target in team-other kube-system "$ns"; do
+  if pod_json "pod-$target" | k -n "$target" create -f - >"$work/pod.log" 2>&1; then
+    pass "$target: pod created without calling the webhook$([[ $target == team-other ]] || echo ' (labelled, still excluded)')"
+  else
+    fail "$target: pod creation failed"; cat "$work/pod.log"
+  fi
+done
+
+step "the controller pod meets Pod Security \"restricted\""
+k create namespace psa-restricted >/dev/null
+k label namespace psa-restricted pod-security.kubernetes.io/enforce=restricted >/dev/null
+k -n "$ns" get deployment ncclguard-controller -o json |
+  python3 -c 'import json,sys; t=json.load(sys.stdin)["spec"]["template"]; print(json.dumps({"apiVersion":"v1","kind":"Pod","metadata":{"name":"controller","labels":t["metadata"]["labels"]},"spec":t["spec"]}))' >"$work/controller-pod.json"
+if k -n psa-restricted create --dry-run=server -f "$work/controller-pod.json" >"$work/psa.log" 2>&1; then
+  pass "controller pod template admitted under enforce=restricted"
+else
+  fail "controller pod template violates restricted"; cat "$work/psa.log"
+fi
+
+step "non-default values: server-side dry run"
+k create namespace ncclguard-alt >/dev/null
+for f in "$chart"/ci/*.yaml; do
+  name=$(basename "$f" .yaml)
+  helm template ncclguard-alt "$chart" --namespace ncclguard-alt -f "$f" >"$work/alt-$name.yaml"
+  # cert-manager's own kinds need cert-manager's CRDs, which this control plane does not have.
+  # helm template separates documents with "---" lines; no YAML parser needed.
+  python3 - "$work/alt-$name.yaml" "$work/alt-$name-core.yaml" <<'PY'
+import re, sys
+docs = [d for d in re.split(r"^---$", open(sys.argv[1]).read(), flags=re.M) if "kind:" in d]
+kept = [d for d in docs if not re.search(r"^apiVersion: cert-manager\.io/", d, flags=re.M)]
+open(sys.argv[2], "w").write("---".join(kept))
+print(f"{len(docs) - len(kept)} cert-manager objects left out", file=sys.stderr)
+PY
+  if k apply --server-side --dry-run=server -f "$work/alt-$name-core.yaml" >"$work/alt.log" 2>&1; then
+    pass "ci/$name.yaml: $(wc -l <"$work/alt.log") objects accepted (dry run)"
+  else
+    fail "ci/$name.yaml rejected"; cat "$work/alt.log"
+  fi
+done
+
+step "RBAC: kubectl auth can-i as the service accounts"
+# can <yes|no> <sa> <verb> <resource>[/name][:subresource] [namespace]
+can() {
+  local want=$1 sa=$2 verb=$3 resource=$4 where=${5:-} sub=""
+  if [[ $resource == *:* ]]; then sub=${resource#*:}; resource=${resource%%:*}; fi
+  local args=(auth can-i "$verb" "$resource" --as "system:serviceaccount:$ns:$sa")
+  if [[ -n $sub ]]; then args+=(--subresource "$sub"); fi
+  if [[ -n $where ]]; then args+=(-n "$where"); fi
+  local got
+  got=$(k "${args[@]}" 2>"$work/can-i.log" || true)
+  if grep -q "doesn't have a resource type" "$work/can-i.log"; then
+    fail "$resource is not served: $(cat "$work/can-i.log")"
+  elif [[ $got == "$want" ]]; then
+    pass "$sa $verb $resource${sub:+ ($sub)}${where:+ -n $where}: $got"
+  else
+    fail "$sa $verb $resource${sub:+ ($sub)}${where:+ -n $where}: got '$got', want $want"
+  fi
+}
+# The training operators' CRDs (test copies), so that kubectl resolves their resources.
+for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
+k wait --for=condition=Established --timeout=30s crd --all >/dev/null
+c="ncclguard-controller"
+for r in pytorchjobs.kubeflow.org mpijobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch; do
+  for v in get list watch patch; do can yes $c $v "$r" team-opted-in; done
+  can yes $c patch "$r:status" team-opted-in
+  can no $c delete "$r" team-opted-in
+  can no $c create "$r" team-opted-in
+  can no $c update "$r:status" team-opted-in
+done
+for v in list watch; do can yes $c $v pods team-opted-in; done
+for v in list watch create patch; do can yes $c $v services team-opted-in; done
+for r in nodes namespaces; do for v in list watch; do can yes $c $v $r; done; done
+for v in list watch create patch; do can yes $c $v events.events.k8s.io team-opted-in; done
+for r in nodevalidations.ncclguard.io ncclpolicies.ncclguard.io; do for v in list watch; do can yes $c $v $r; done; done
+can yes $c patch ncclpolicies.ncclguard.io:status
+can no $c update ncclpolicies.ncclguard.io:status
+can yes $c create leases.coordination.k8s.io "$ns"
+for v in get update; do can yes $c $v leases.coordination.k8s.io/ncclguard-controller "$ns"; done
+for v in get update; do can yes $c $v secrets/ncclguard-webhook-tls "$ns"; done
+can yes $c create secrets "$ns"
+for v in list watch delete; do can no $c $v secrets "$ns"; done
+for r in mutatingwebhookconfigurations validatingwebhookconfigurations; do
+  for v in get patch; do can yes $c $v "$r.admissionregistration.k8s.io/ncclguard"; done
+  for v in list watch; do can no $c $v "$r.admissionregistration.k8s.io"; done
+  can no $c patch "$r.admissionregistration.k8s.io/someone-elses"
+  can no $c delete "$r.admissionregistration.k8s.io/ncclguard"
+done
+can no $c get secrets team-opted-in
+can no $c list secrets kube-system
+can no $c get secrets/another-secret "$ns"
+can no $c delete pods team-opted-in
+can no $c create pods team-opted-in
+can no $c patch nodes
+can no $c get leases.coordination.k8s.io/another-lease "$ns"
+can no $c create leases.coordination.k8s.io team-opted-in
+can no $c patch nodevalidations.ncclguard.io
+can no $c update ncclpolicies.ncclguard.io
+p="ncclguard-probe"
+for v in get patch; do can yes $p $v nodes; done
+can yes $p patch nodes:status
+can no $p update nodes:status
+for v in get create update patch; do can yes $p $v nodevalidations.ncclguard.io; done
+for v in update patch; do can yes $p $v nodevalidations.ncclguard.io:status; done
+can no $p delete nodes
+can no $p list nodes
+can no $p delete nodevalidations.ncclguard.io
+can no $p get secrets "$ns"
+can no $p list pods team-opted-in
+can no $p update ncclpolicies.ncclguard.io
+
+step "the probe and the controller run with the chart's RBAC (service-account tokens)"
+# No webhook serves here (the controller runs without one): the configurations would refuse
+# the test job in the opted-in namespace.
+k delete mutatingwebhookconfiguration ncclguard >/dev/null
+k delete validatingwebhookconfiguration ncclguard >/dev/null
+apiserver_url=$(sed -n 's/^APISERVER_URL=//p' "$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env")
+# token_kubeconfig <service account> <file>: a kubeconfig that authenticates as the account.
+token_kubeconfig() {
+  local token
+  token=$(k -n "$ns" create token "$1" --duration=10m)
+  cat >"$2" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "$apiserver_url", certificate-authority: "$NCCLGUARD_CONTROLPLANE_DIR/pki/ca.crt"}}]
+users: [{name: $1, user: {token: "$token"}}]
+contexts: [{name: test, context: {cluster: test, user: $1}}]
+current-context: test
+KUBECONFIG
+}
+token_kubeconfig ncclguard-probe "$work/probe.kubeconfig"
+token_kubeconfig ncclguard-controller "$work/controller.kubeconfig"
+for node in gpu-node-1 gpu-node-2; do
+  printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"node.kubernetes.io/instance-type":"p5.48xlarge"}}}' "$node" |
+    k create -f - >/dev/null
+done
+
+if [[ ! -x $ncclguard ]]; then
+  fail "$ncclguard missing: build it first (scripts/build.sh ncclguard) or set NCCLGUARD_BIN"
+else
+  # The DaemonSet's command on a fixture host root (the real sysfs of a p5 with 32 EFA devices).
+  rc=0
+  timeout 30 "$ncclguard" probe --publish --once --kubeconfig "$work/probe.kubeconfig" --node-name gpu-node-1 \
+    --host-root "$root/tests/fixtures/probe/p5-32efa" --instance-type p5.48xlarge --check-timeout 10 \
+    >"$work/probe.log" 2>&1 || rc=$?
+  summary=$(k get nodevalidation gpu-node-1 -o jsonpath='{.status.summary}' 2>/dev/null || true)
+  validated=$(k get node gpu-node-1 -o jsonpath='{.metadata.labels.ncclguard\.io/validated}')
+  ready=$(k get node gpu-node-1 -o jsonpath='{.status.conditions[?(@.type=="NcclReady")].status}')
+  if ((rc <= 1)) && [[ -n $summary && -n $validated && -n $ready ]] && ! grep -q Forbidden "$work/probe.log"; then
+    pass "probe --publish as ncclguard-probe: NodeValidation $summary, label validated=$validated, NcclReady=$ready"
+  else
+    fail "probe --publish as ncclguard-probe (exit $rc, summary '$summary')"; cat "$work/probe.log"
+  fi
+  # Without the probe's role the same command only logs 403s and retries.
+  timeout 5 "$ncclguard" probe --publish --once --kubeconfig "$work/controller.kubeconfig" --node-name gpu-node-2 \
+    --host-root "$root/tests/fixtures/probe/p5-32efa" --instance-type p5.48xlarge >"$work/probe-denied.log" 2>&1 || true
+  if grep -q '"code":"Forbidden"' "$work/probe-denied.log" && ! k get nodevalidation gpu-node-2 >/dev/null 2>&1; then
+    pass "probe --publish as ncclguard-controller: Forbidden, nothing written"
+  else
+    fail "probe --publish as ncclguard-controller was not refused"; cat "$work/probe-denied.log"
+  fi
+
+  # A job the webhook marked: the controller must hold it (gpu-node-1 failed), then release it.
+  k -n team-opted-in create -f - >/dev/null <<'JOB'
+{"apiVersion":"kubeflow.org/v1","kind":"PyTorchJob","metadata":{"name":"gated","annotations":{"ncclguard.io/gate":"pending"}},
+ "spec":{"runPolicy":{"suspend":true},"pytorchReplicaSpecs":{"Worker":{"replicas":2,"template":{"spec":{
+   "nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},
+   "containers":[{"name":"pytorch","image":"registry.example/train:1.0","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1000Gi"}}}]}}}}}}
+JOB
+  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-test timeout 120 "$ncclguard" controller \
+    --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \
+    >"$work/controller.log" 2>&1 &
+  controller_pid=$!
+  # eventually <seconds> <command...>: polls until the command succeeds.
+  eventually() {
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.3; done
+  }
+  preflight() { [[ $(k -n team-opted-in get pytorchjob gated -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].status}') == "$1" ]]; }
+  if eventually 30 k -n team-opted-in get service gated && eventually 30 preflight False &&
+    eventually 10 bash -c "kubectl -n team-opted-in get events.events.k8s.io -o name --request-timeout=5s | grep -q ."; then
+    pass "controller as ncclguard-controller: rendezvous Service created, job held (NcclPreflight=False), Event written"
+  else
+    fail "controller as ncclguard-controller did not hold the job"
+  fi
+  # Two nodes pass (as the probe would publish it): the gate lets the job go.
+  printf '{"apiVersion":"ncclguard.io/v1alpha1","kind":"NodeValidation","metadata":{"name":"gpu-node-2"}}' | k create -f - >/dev/null
+  for node in gpu-node-1 gpu-node-2; do
+    k patch nodevalidation "$node" --subresource=status --type=merge \
+      -p '{"status":{"summary":"Pass","instanceType":"p5.48xlarge","checks":[]}}' >/dev/null
+  done
+  released() {
+    [[ $(k -n team-opted-in get pytorchjob gated -o jsonpath='{.metadata.annotations.ncclguard\.io/gate} {.spec.runPolicy.suspend}') == "admitted false" ]]
+  }
+  if eventually 30 released && eventually 10 preflight True; then
+    pass "controller as ncclguard-controller: job released (gate=admitted, suspend false, NcclPreflight=True)"
+  else
+    fail "controller as ncclguard-controller did not release the job"
+  fi
+  accepted=$(k get ncclpolicy default -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}')
+  if [[ $accepted == True ]]; then pass "NcclPolicy default Accepted=True (status patch)"; else fail "NcclPolicy Accepted '$accepted'"; fi
+  kill -TERM "$controller_pid" 2>/dev/null || true
+  wait "$controller_pid" || true
+  holder=$(k -n "$ns" get lease ncclguard-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || echo missing)
+  if [[ -z $holder ]]; then pass "controller took the Lease and released it on SIGTERM"; else fail "Lease holder '$holder' after SIGTERM"; fi
+  if grep -Eq 'Forbidden|"httpStatus":403' "$work/controller.log"; then
+    fail "the controller hit a 403"; grep -E 'Forbidden|403' "$work/controller.log" | head -5
+  else
+    pass "no request of the controller was forbidden ($(wc -l <"$work/controller.log") log lines)"
+  fi
+fi
+
+step "self-managed webhook certificates with the chart's RBAC"
+if [[ ! -x $ncclguard ]]; then
+  fail "$ncclguard missing"
+elif ! "$ncclguard" controller --help | grep -q -- --webhook-cert-secret; then
+  echo "skipped: this ncclguard has no --webhook-cert-secret yet"
+else
+  # The chart's configurations again, pointed at a controller on 127.0.0.1 (the API server
+  # cannot reach a Service without a kubelet); their caBundle starts empty.
+  k apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for kind in mutatingwebhookconfiguration:mutate validatingwebhookconfiguration:validate; do
+    k patch "${kind%%:*}" ncclguard --type=json -p "[{\"op\":\"remove\",\"path\":\"/webhooks/0/clientConfig/service\"},
+      {\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/url\",\"value\":\"https://127.0.0.1:$port/${kind##*:}\"}]" >/dev/null
+  done
+  mkdir -p "$work/certs"
+  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-certs timeout 120 "$ncclguard" controller \
+    --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \
+    --webhook-listen="127.0.0.1:$port" --webhook-cert-secret=ncclguard-webhook-tls --cert-dir="$work/certs" \
+    --webhook-service=ncclguard-webhook --webhook-configuration=ncclguard --webhook-host=127.0.0.1 \
+    >"$work/controller-certs.log" 2>&1 &
+  controller_pid=$!
+  bundles() {
+    [[ -n $(k get mutatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
+      -n $(k get validatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+  }
+  if eventually 30 k -n "$ns" get secret ncclguard-webhook-tls && eventually 30 bundles; then
+    pass "controller as ncclguard-controller: Secret ncclguard-webhook-tls created, caBundle in both configurations"
+  else
+    fail "no Secret or caBundle"; cat "$work/controller-certs.log"
+  fi
+  # kube-apiserver verifies the controller's serving certificate against that bundle.
+  mutated() {
+    printf '%s' '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"trainer"},"spec":{"nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},"containers":[{"name":"pytorch","image":"registry.example/train:1.0","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1000Gi"}}}]}}' |
+      kubectl --request-timeout=20s -n team-opted-in create --dry-run=server -f - \
+        -o jsonpath='{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa}' | grep -qx 32
+  }
+  if eventually 30 mutated; then
+    pass "a pod in team-opted-in is fixed by the webhook (32 EFA devices added) over the self-managed certificate"
+  else
+    fail "the API server did not get a fixed pod from the webhook"; tail -5 "$work/controller-certs.log"
+  fi
+  kill -TERM "$controller_pid" 2>/dev/null || true
+  wait "$controller_pid" || true
+  if grep -Eq 'Forbidden|"httpStatus":403' "$work/controller-certs.log"; then
+    fail "the controller hit a 403"; grep -E 'Forbidden|403' "$work/controller-certs.log" | head -5
+  else
+    pass "no request of the certificate manager was forbidden"
+  fi
+fi
+
+step "uninstall the manifests, then helm install and uninstall"
+if k delete -f "$root/manifests/ncclguard.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 &&
+  ! k get mutatingwebhookconfiguration ncclguard >/dev/null 2>&1; then
+  pass "manifests/ncclguard.yaml deleted (webhook configurations gone)"
+else
+  fail "deleting manifests/ncclguard.yaml"
+fi
+# Without a controller-manager a deleted namespace never finishes terminating: a fresh one.
+if helm install "$release" "$chart" --namespace ncclguard-helm --create-namespace --timeout 60s >"$work/helm.log" 2>&1 &&
+  [[ $(helm status "$release" -n ncclguard-helm -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["info"]["status"])') == deployed ]]; then
+  pass "helm install: deployed"
+  if grep -q 'ncclguard.io/enabled=true' "$work/helm.log"; then
+    pass "NOTES tell how to opt a namespace in"
+  else
+    fail "NOTES lack the opt-in command"; cat "$work/helm.log"
+  fi
+else
+  fail "helm install"; cat "$work/helm.log"
+fi
+owner=$(k get ncclpolicy default -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || true)
+if [[ $owner == "$release" ]]; then pass "NcclPolicy default created by the release"; else fail "NcclPolicy default not from the release"; fi
+if helm uninstall "$release" --namespace ncclguard-helm --timeout 60s >"$work/helm.log" 2>&1 &&
+  ! k get validatingwebhookconfiguration ncclguard >/dev/null 2>&1 &&
+  ! k get clusterrole ncclguard-controller >/dev/null 2>&1; then
+  pass "helm uninstall: webhook configurations and ClusterRoles gone"
+else
+  fail "helm uninstall"; cat "$work/helm.log"
+fi
+if k get crd ncclpolicies.ncclguard.io >/dev/null 2>&1; then
+  pass "CRDs kept after uninstall (Helm never deletes crds/)"
+else
+  fail "CRDs removed by helm uninstall"
+fi
+
+echo
+if ((failures)); then
+  echo "check-chart: $failures check(s) failed"
+  exit 1
+fi
+echo "check-chart: all checks passed"
