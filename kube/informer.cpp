@@ -267,11 +267,13 @@ void Informer::Run() {
   Backoff backoff(options_.backoff);
   bool need_list = true;
   std::string what = "informer " + options_.resource.Describe();
+  bool said_not_served = false;
   while (!stop_.stopped()) {
     try {
       if (need_list) {
         ListAndReplace();
         need_list = false;
+        said_not_served = false;
         {
           std::lock_guard lock(mutex_);
           synced_ = true;
@@ -297,7 +299,19 @@ void Informer::Run() {
         need_list = true;
         continue;
       }
-      if (error.code() == ErrorCode::kDecode) {
+      if (error.code() == ErrorCode::kNotFound) {
+        // The resource is not served: a CRD not installed (a cluster without JobSet, say). Said
+        // once; asked again with the backoff (up to its maximum) so a CRD installed later is
+        // picked up.
+        if (!said_not_served) {
+          spdlog::info(
+              "{}: not served by the API server (CRD not installed?); checking again "
+              "every {} s at most",
+              what, std::chrono::duration_cast<std::chrono::seconds>(options_.backoff.max).count());
+          said_not_served = true;
+        }
+        ++stats_.reconnects_after_error;
+      } else if (error.code() == ErrorCode::kDecode) {
         spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
         ++stats_.resyncs_after_bad_stream;
         need_list = true;
