@@ -15,6 +15,20 @@ struct HealthServer::Listener {
   std::unique_ptr<http_listener> listener;
 };
 
+namespace {
+
+// The answer's write completes later; a prober that hung up meanwhile is not an error.
+void Reply(http_request& request, web::http::status_code status, const std::string& body) {
+  request.reply(status, body).then([](pplx::task<void> written) {
+    try {
+      written.get();
+    } catch (const std::exception&) {
+    }
+  });
+}
+
+}  // namespace
+
 bool HealthListenDisabled(const std::string& listen) { return listen.empty() || listen == "0"; }
 
 HealthServer::HealthServer(std::string listen, std::function<bool()> ready)
@@ -37,17 +51,17 @@ void HealthServer::Start() {
   listener_->listener->support([this](http_request request) {
     const std::string path = request.relative_uri().path();
     if (request.method() != methods::GET) {
-      request.reply(status_codes::MethodNotAllowed, "use GET\n");
+      Reply(request, status_codes::MethodNotAllowed, "use GET\n");
     } else if (path == "/healthz") {
-      request.reply(status_codes::OK, "ok\n");
+      Reply(request, status_codes::OK, "ok\n");
     } else if (path == "/readyz") {
       if (ready_()) {
-        request.reply(status_codes::OK, "ok\n");
+        Reply(request, status_codes::OK, "ok\n");
       } else {
-        request.reply(status_codes::ServiceUnavailable, "not ready: caches not synced\n");
+        Reply(request, status_codes::ServiceUnavailable, "not ready: caches not synced\n");
       }
     } else {
-      request.reply(status_codes::NotFound, "no such path: " + path + "\n");
+      Reply(request, status_codes::NotFound, "no such path: " + path + "\n");
     }
   });
   try {
