@@ -2,8 +2,13 @@
 // certificate manager (controller/webhook_cert_manager.h) and webhook server run in this
 // process as `ncclguard controller --webhook-cert-secret` runs them; the API server calls the
 // webhook through configurations whose caBundle only the manager fills in.
+#include <curl/curl.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -43,6 +48,56 @@ std::string ReadFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// `ncclguard controller ARGS` in the background, stderr to a file; SIGTERM ends it.
+class ControllerProcess {
+ public:
+  explicit ControllerProcess(const std::vector<std::string>& args)
+      : log_(MakeTempDir("controller") + "/stderr.log") {
+    std::vector<std::string> argv = {NCCLGUARD_BINARY, "controller"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 2);
+      std::vector<char*> raw;
+      for (std::string& arg : argv) raw.push_back(arg.data());
+      raw.push_back(nullptr);
+      ::execv(raw[0], raw.data());
+      ::_exit(127);
+    }
+  }
+  ~ControllerProcess() {
+    if (pid_ > 0) Stop();
+  }
+  // SIGTERM and the exit status (-1: killed by a signal).
+  int Stop() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string Log() const { return ReadFile(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+long HttpStatus(const std::string& url) {
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOBODY, 0L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 2000L);
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION,
+      +[](char*, size_t size, size_t count, void*) { return size * count; });
+  long status = 0;
+  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  return status;
 }
 
 // `ncclguard controller --webhook-cert-secret` minus the reconcilers: the certificate manager
@@ -289,6 +344,35 @@ TEST_F(WebhookCertsTest, MalformedOrDeletedSecretIsReplacedAndServingResumes) {
       seconds(20)));
   EXPECT_TRUE(
       Eventually([&] { return BundlePublished() && PodMutated("after-delete"); }, seconds(30)));
+}
+
+TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertificates) {
+  const int port = webhook::testing::FreePort();
+  Register(port);
+  ControllerProcess controller(
+      {"--kubeconfig", info_.kubeconfig, "--leader-elect=false", "--lease-namespace", system_,
+       "--webhook-cert-secret", kSecret, "--webhook-host", "127.0.0.1", "--webhook-listen",
+       "127.0.0.1:" + std::to_string(port), "--cert-dir", MakeTempDir("certs")});
+  std::string why;
+  EXPECT_TRUE(Eventually([&] { return PodMutated("from-the-binary", true, &why); }, seconds(60)))
+      << why << "\n"
+      << controller.Log();
+  EXPECT_TRUE(BundlePublished());
+  EXPECT_EQ(controller.Stop(), 0) << controller.Log();
+}
+
+TEST_F(WebhookCertsTest, ControllerCommandWithoutWebhookServesHealthEndpoints) {
+  const int port = webhook::testing::FreePort();
+  ControllerProcess controller({"--kubeconfig", info_.kubeconfig, "--leader-elect=false",
+                                "--health-listen", "127.0.0.1:" + std::to_string(port)});
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  EXPECT_TRUE(Eventually([&] { return HttpStatus(base + "/healthz") == 200; }, seconds(20)))
+      << controller.Log();
+  // Ready once the caches synced (CRDs this control plane lacks time out after 30 s).
+  EXPECT_TRUE(Eventually([&] { return HttpStatus(base + "/readyz") == 200; }, seconds(60)))
+      << controller.Log();
+  EXPECT_EQ(controller.Stop(), 0) << controller.Log();
+  EXPECT_EQ(HttpStatus(base + "/healthz"), 0);
 }
 
 }  // namespace
