@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
-#include <mutex>
 #include <thread>
 
 #include "cli/commands.h"
@@ -96,26 +95,6 @@ std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
   return "";
 }
 
-// Serves the webhook once the self-managed certificate is on disk; stops the process if it
-// cannot listen.
-void ServeWhenCertified(controller::WebhookCertManager& certs, webhook::ServerConfig config,
-                        std::unique_ptr<webhook::WebhookServer>& server, std::mutex& server_mutex,
-                        const kube::StopToken& stop, std::atomic<bool>& failed) {
-  if (!certs.WaitUntilReady(stop)) return;
-  config.tls_cert_file = certs.cert_file();
-  config.tls_key_file = certs.key_file();
-  try {
-    auto started = std::make_unique<webhook::WebhookServer>(std::move(config));
-    started->Start();
-    std::lock_guard lock(server_mutex);
-    server = std::move(started);
-  } catch (const std::exception& e) {
-    std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
-    failed = true;
-    stop.Stop();
-  }
-}
-
 }  // namespace
 
 int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy) {
@@ -154,12 +133,11 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   const sigset_t signals = BlockTerminationSignals();
 
   const kube::StopToken stop;
-  std::unique_ptr<webhook::WebhookServer> server;
-  std::mutex server_mutex;
-  std::atomic<bool> webhook_failed{false};
+  std::atomic<bool> failed{false};
+  // Declared before the server, so it outlives the server's readiness gate.
   std::unique_ptr<controller::WebhookCertManager> certs;
+  std::unique_ptr<webhook::WebhookServer> server;
   std::thread cert_thread;
-  std::thread serve_thread;
   if (!options.webhook_cert_secret.empty()) {
     controller::WebhookCertOptions cert_options;
     cert_options.namespace_ = manager_options.lease_namespace;
@@ -168,18 +146,27 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     cert_options.extra_hosts = options.webhook_hosts;
     cert_options.configuration_name = options.webhook_configuration;
     cert_options.cert_dir = options.cert_dir;
+    cert_options.files_written = [&server] {
+      if (server) server->ReloadCertificateNow();
+    };
+    webhook::ServerConfig webhook_config =
+        WebhookServerConfig(options.webhook_listen, "", "", policy);
     try {
       certs = std::make_unique<controller::WebhookCertManager>(kube::Client(config),
                                                                std::move(cert_options));
-    } catch (const controller::CertError& e) {
-      std::cerr << "ncclguard controller: " << e.what() << "\n";
+      // Listen at once (with a placeholder until the Secret's certificate is written) so the
+      // readiness probe gets its 503 rather than a refused connection.
+      certs->WritePlaceholderIfMissing();
+      webhook_config.tls_cert_file = certs->cert_file();
+      webhook_config.tls_key_file = certs->key_file();
+      webhook_config.ready_gate = [&certs] { return certs->CertificateReady(); };
+      server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
+      server->Start();
+    } catch (const std::exception& e) {
+      std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
       return kExitInputError;
     }
     cert_thread = std::thread([&certs, stop] { certs->Run(stop); });
-    serve_thread = std::thread(
-        [&, webhook_config = WebhookServerConfig(options.webhook_listen, "", "", policy)] {
-          ServeWhenCertified(*certs, webhook_config, server, server_mutex, stop, webhook_failed);
-        });
   } else if (!options.tls_cert_file.empty()) {
     webhook::ServerConfig webhook_config = WebhookServerConfig(
         options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
@@ -217,19 +204,15 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
       } catch (const std::exception& e) {
         std::cerr << "ncclguard controller: " << e.what() << "\n";
         stop.Stop();
-        webhook_failed = true;
+        failed = true;
       }
     }
     if (!stop.stopped()) result = manager.Run(stop);
     if (health) health->Shutdown();
   }
-  stop.Stop();  // the lease was lost: the certificate threads end too
-  if (serve_thread.joinable()) serve_thread.join();
+  stop.Stop();  // the lease was lost: the certificate manager ends too
   if (cert_thread.joinable()) cert_thread.join();
-  {
-    std::lock_guard lock(server_mutex);
-    if (server) server->Shutdown();
-  }
+  if (server) server->Shutdown();
   if (!signalled) {
     // No signal ended the run (the lease was lost, the webhook could not listen): wake the
     // signal thread so it can be joined (the process exits anyway).
@@ -237,7 +220,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   }
   signal_waiter.join();
   spdlog::default_logger()->flush();
-  if (webhook_failed) return 1;
+  if (failed) return 1;
   if (result == controller::RunResult::kLostLease) {
     std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";
     return 1;

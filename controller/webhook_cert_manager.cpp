@@ -217,7 +217,7 @@ void WebhookCertManager::SyncOnce() {
                                  {"secret", ref.Describe()},
                                  {"reason", decision.reason}});
     }
-    WriteFiles(data.at(kTlsCertKey), data.at(kTlsKeyKey));
+    WriteFiles(data.at(kTlsCertKey), data.at(kTlsKeyKey), /*from_secret=*/true);
     OPENSSL_cleanse(data.at(kTlsKeyKey).data(), data.at(kTlsKeyKey).size());
     OPENSSL_cleanse(data.at(kCaKeyKey).data(), data.at(kCaKeyKey).size());
     return;
@@ -286,17 +286,38 @@ bool WebhookCertManager::EnsureBundle(const std::string& bundle_pem) {
   return all_current;
 }
 
-void WebhookCertManager::WriteFiles(const std::string& cert_pem, const std::string& key_pem) {
+void WebhookCertManager::WritePlaceholderIfMissing() {
+  std::error_code error;
+  if (std::filesystem::exists(cert_file(), error) && std::filesystem::exists(key_file(), error)) {
+    return;
+  }
+  CertLifetimes placeholder;
+  placeholder.ca_validity = std::chrono::hours(48);
+  placeholder.ca_rollover_before = std::chrono::hours(1);
+  placeholder.serving_validity = std::chrono::hours(24);
+  auto data = ApplyCertAction({CertAction::kCreate, "placeholder"}, {}, Now(), hosts_, placeholder);
+  WriteFiles(data.at(kTlsCertKey), data.at(kTlsKeyKey), /*from_secret=*/false);
+  OPENSSL_cleanse(data.at(kTlsKeyKey).data(), data.at(kTlsKeyKey).size());
+  OPENSSL_cleanse(data.at(kCaKeyKey).data(), data.at(kCaKeyKey).size());
+}
+
+void WebhookCertManager::WriteFiles(const std::string& cert_pem, const std::string& key_pem,
+                                    bool from_secret) {
   std::error_code error;
   std::filesystem::create_directories(options_.cert_dir, error);
   if (error) throw CertError("creating " + options_.cert_dir + ": " + error.message());
   // Unchanged files are left alone: rewriting them would make the server reload for nothing.
   // The key first: until the certificate follows, the server keeps the pair it has.
   std::string on_disk = ReadFileOrEmpty(key_file());
-  if (on_disk != key_pem) WriteAtomically(key_file(), key_pem, 0600);
+  bool changed = on_disk != key_pem;
+  if (changed) WriteAtomically(key_file(), key_pem, 0600);
   OPENSSL_cleanse(on_disk.data(), on_disk.size());
-  if (ReadFileOrEmpty(cert_file()) != cert_pem) WriteAtomically(cert_file(), cert_pem, 0644);
-  if (!ready_.exchange(true)) {
+  if (ReadFileOrEmpty(cert_file()) != cert_pem) {
+    WriteAtomically(cert_file(), cert_pem, 0644);
+    changed = true;
+  }
+  if (changed && options_.files_written) options_.files_written();
+  if (from_secret && !ready_.exchange(true)) {
     Log(spdlog::level::info, {{"msg", "webhook serving certificate written"},
                               {"certFile", cert_file()},
                               {"hosts", hosts_}});

@@ -31,6 +31,9 @@ struct WebhookCertOptions {
   std::chrono::milliseconds sync_interval{10000};
   std::chrono::milliseconds retry_interval{2000};  // after a failed sync
   std::function<std::int64_t()> now;               // unix seconds; default: the system clock
+  // Called after new certificate files were written, before CertificateReady() turns true:
+  // the server loads them at once (WebhookServer::ReloadCertificateNow).
+  std::function<void()> files_written;
 };
 
 class WebhookCertManager {
@@ -44,7 +47,13 @@ class WebhookCertManager {
   // SyncOnce every sync_interval until `stop`; failures are logged and retried.
   void Run(const kube::StopToken& stop);
 
-  // True once the serving certificate files were written.
+  // When --cert-dir holds no certificate yet: writes one from a throwaway CA, so the webhook
+  // server can listen (and answer /readyz with 503) before the real one arrives. A pair left
+  // by an earlier run of the container is kept. Throws CertError when the files cannot be
+  // written.
+  void WritePlaceholderIfMissing();
+
+  // True once the serving certificate from the Secret was written.
   bool CertificateReady() const { return ready_.load(); }
   // Blocks until CertificateReady() or `stop`; returns CertificateReady().
   bool WaitUntilReady(const kube::StopToken& stop) const;
@@ -59,7 +68,7 @@ class WebhookCertManager {
   // Makes every webhook of both configurations carry `bundle_pem`. Returns true when all that
   // exist already did (nothing patched), i.e. the API server trusts every CA in it.
   bool EnsureBundle(const std::string& bundle_pem);
-  void WriteFiles(const std::string& cert_pem, const std::string& key_pem);
+  void WriteFiles(const std::string& cert_pem, const std::string& key_pem, bool from_secret);
   std::int64_t Now() const;
 
   kube::Client client_;

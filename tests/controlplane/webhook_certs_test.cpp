@@ -107,18 +107,26 @@ class ControllerWebhook {
   ControllerWebhook(const ControlPlaneInfo& info, controller::WebhookCertOptions options)
       : port_(webhook::testing::FreePort()) {
     options.cert_dir = MakeTempDir("certs");
+    options.files_written = [this] {
+      if (server_) server_->ReloadCertificateNow();
+    };
     certs_ = std::make_unique<controller::WebhookCertManager>(
         kube::Client(kube::LoadKubeConfigFile(info.kubeconfig)), std::move(options));
-    thread_ = std::thread([this] { certs_->Run(stop_); });
-    if (!Eventually([this] { return certs_->CertificateReady(); }, seconds(30))) {
-      throw std::runtime_error("no serving certificate within 30 s");
-    }
+    // As RunController does it: listen at once with a placeholder, ready once the Secret's
+    // certificate is written.
+    certs_->WritePlaceholderIfMissing();
     webhook::ServerConfig config;
     config.listen = "127.0.0.1:" + std::to_string(port_);
     config.tls_cert_file = certs_->cert_file();
     config.tls_key_file = certs_->key_file();
+    config.ready_gate = [this] { return certs_->CertificateReady(); };
     server_ = std::make_unique<webhook::WebhookServer>(std::move(config));
     server_->Start();
+    placeholder_ready_ = server_->Ready();
+    thread_ = std::thread([this] { certs_->Run(stop_); });
+    if (!Eventually([this] { return server_->Ready(); }, seconds(30))) {
+      throw std::runtime_error("no serving certificate within 30 s");
+    }
   }
   ~ControllerWebhook() {
     stop_.Stop();
@@ -128,6 +136,8 @@ class ControllerWebhook {
 
   int port() const { return port_; }
   controller::WebhookCertManager& certs() { return *certs_; }
+  // Whether the server was ready while it served the placeholder (it must not be).
+  bool placeholder_ready() const { return placeholder_ready_; }
 
  private:
   int port_;
@@ -135,6 +145,7 @@ class ControllerWebhook {
   std::unique_ptr<controller::WebhookCertManager> certs_;
   std::thread thread_;
   std::unique_ptr<webhook::WebhookServer> server_;
+  bool placeholder_ready_ = true;
 };
 
 class WebhookCertsTest : public ::testing::Test {
@@ -225,6 +236,7 @@ class WebhookCertsTest : public ::testing::Test {
 
 TEST_F(WebhookCertsTest, SecretCreatedBundlePatchedAndTheApiServerTrustsTheWebhook) {
   auto first = std::make_unique<ControllerWebhook>(info_, Options());
+  EXPECT_FALSE(first->placeholder_ready()) << "ready before the Secret's certificate was written";
   Register(first->port());
 
   const auto data = SecretData();
