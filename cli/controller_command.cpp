@@ -20,8 +20,9 @@
 namespace ncclguard::cli {
 
 CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "controller", "run the training-job controller (and the webhook, given TLS files)");
+  CLI::App* command = app.add_subcommand("controller",
+                                         "run the training-job controller (and the webhook, given "
+                                         "TLS files or --webhook-cert-secret)");
   command->add_option("--kubeconfig", options.kubeconfig,
                       "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   command->add_option("--context", options.context, "kubeconfig context (default: current)");
@@ -41,8 +42,9 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
   command->add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   command
-      ->add_option("--webhook-listen", options.webhook_listen,
-                   "host:port of the webhook (with --tls-cert-file/--tls-key-file)")
+      ->add_option(
+          "--webhook-listen", options.webhook_listen,
+          "host:port of the webhook (with --tls-cert-file/--tls-key-file or --webhook-cert-secret)")
       ->capture_default_str();
   command->add_option("--tls-cert-file", options.tls_cert_file,
                       "PEM certificate: also serve the admission webhook in this process");

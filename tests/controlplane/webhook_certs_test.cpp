@@ -315,7 +315,7 @@ TEST_F(WebhookCertsTest, RotationAndCaRolloverFailNoRequest) {
   }
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << requests
                                 << " requests failed; first: " << failures.front();
-  EXPECT_GE(serving_seen.size(), 5u) << "the serving certificate was not renewed";
+  EXPECT_GE(serving_seen.size(), 4u) << "the serving certificate was not renewed";
   EXPECT_GE(cas_seen.size(), 2u) << "the CA did not roll over";
   EXPECT_EQ(most_cas_in_bundle, 2u) << "old and new CA were never in the bundle together";
   EXPECT_TRUE(old_ca_left) << "the expired CA stayed in the bundle";
