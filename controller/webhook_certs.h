@@ -1,7 +1,8 @@
 // The webhook's self-managed certificates: a self-signed CA and a serving certificate it
 // signed, kept in a Secret. This file is the part without I/O: generating and inspecting the
 // material (OpenSSL 3, ECDSA P-256) and deciding, from the Secret's contents and the time,
-// what to do next (docs/certificates.md "Rotation").
+// what to do next (docs/certificates.md "Rotation"). webhook_certs_x509.cpp holds the OpenSSL
+// part, webhook_certs.cpp the decisions.
 #pragma once
 
 #include <chrono>
@@ -68,6 +69,10 @@ bool SignedBy(const std::string& cert_pem, const std::string& ca_cert_pem);
 std::string SelectCertificates(const std::string& bundle_pem, const std::vector<std::size_t>& keep);
 // The last certificate of `bundle_pem`.
 std::string LastCertificate(const std::string& bundle_pem);
+
+bool IsIpAddress(const std::string& host);
+// Throws CertError (naming `what`) when `pem` holds no private key.
+void CheckPrivateKey(const std::string& pem, const std::string& what);
 
 // Throws CertError naming the first host that is neither a DNS name nor an IP address.
 void CheckHosts(const std::vector<std::string>& hosts);
