@@ -48,6 +48,7 @@ for run in $(seq "$runs"); do
     crd --all >/dev/null
   "$driver" setup "$kubeconfig" bench "$nodes"
   "$ncclguard" controller --kubeconfig "$kubeconfig" --leader-elect=false --workers "$workers" \
+    --health-listen 0 \
     --kube-api-qps "$qps" --kube-api-burst "$((qps * 2))" \
     --log-level warn 2>"$work/controller.log" &
   controller_pid=$!

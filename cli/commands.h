@@ -98,6 +98,14 @@ struct ControllerCommandOptions {
   std::string webhook_listen = "0.0.0.0:8443";
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Self-managed webhook certificates (docs/certificates.md); exclusive with the TLS files.
+  std::string webhook_cert_secret;
+  std::string webhook_service = "ncclguard-webhook";
+  std::vector<std::string> webhook_hosts;
+  std::string webhook_configuration = "ncclguard";
+  std::string cert_dir = "/var/run/ncclguard/certs";
+  // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
+  std::string health_listen = ":8081";
 };
 // Adds the `controller` subcommand and its flags (the policy flags are the caller's).
 CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options);

@@ -1,15 +1,18 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/health_server.h"
 #include "cli/json_log.h"
 #include "cli/signals.h"
 #include "controller/manager.h"
+#include "controller/webhook_cert_manager.h"
 #include "kube/config.h"
 #include "kube/errors.h"
 #include "webhook/server.h"
@@ -17,8 +20,9 @@
 namespace ncclguard::cli {
 
 CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "controller", "run the training-job controller (and the webhook, given TLS files)");
+  CLI::App* command = app.add_subcommand("controller",
+                                         "run the training-job controller (and the webhook, given "
+                                         "TLS files or --webhook-cert-secret)");
   command->add_option("--kubeconfig", options.kubeconfig,
                       "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   command->add_option("--context", options.context, "kubeconfig context (default: current)");
@@ -38,18 +42,66 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
   command->add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   command
-      ->add_option("--webhook-listen", options.webhook_listen,
-                   "host:port of the webhook (with --tls-cert-file/--tls-key-file)")
+      ->add_option(
+          "--webhook-listen", options.webhook_listen,
+          "host:port of the webhook (with --tls-cert-file/--tls-key-file or --webhook-cert-secret)")
       ->capture_default_str();
   command->add_option("--tls-cert-file", options.tls_cert_file,
                       "PEM certificate: also serve the admission webhook in this process");
   command->add_option("--tls-key-file", options.tls_key_file, "PEM private key of the webhook");
+  command->add_option("--webhook-cert-secret", options.webhook_cert_secret,
+                      "self-managed certificates: keep a CA and serving certificate in this "
+                      "Secret and serve the webhook with them (not with --tls-cert-file)");
+  command
+      ->add_option("--webhook-service", options.webhook_service,
+                   "Service of the webhook: its DNS names are the certificate's SANs")
+      ->capture_default_str();
+  command->add_option("--webhook-host", options.webhook_hosts,
+                      "extra SAN (DNS name or IP), repeatable: for a controller outside the "
+                      "cluster");
+  command
+      ->add_option("--webhook-configuration", options.webhook_configuration,
+                   "Mutating- and ValidatingWebhookConfiguration that get the CA bundle")
+      ->capture_default_str();
+  command
+      ->add_option("--cert-dir", options.cert_dir,
+                   "where the self-managed tls.crt and tls.key are written")
+      ->capture_default_str();
+  command
+      ->add_option("--health-listen", options.health_listen,
+                   "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
+      ->capture_default_str();
   return command;
 }
 
-int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy) {
+namespace {
+
+// The flag combinations that cannot work, as one line; empty when fine.
+std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    std::cerr << "ncclguard controller: --tls-cert-file and --tls-key-file go together\n";
+    return "--tls-cert-file and --tls-key-file go together";
+  }
+  if (!options.webhook_cert_secret.empty() && !options.tls_cert_file.empty()) {
+    return "--webhook-cert-secret (self-managed certificates) and --tls-cert-file/--tls-key-file "
+           "(certificates from files, e.g. cert-manager) exclude each other: choose one";
+  }
+  if (options.webhook_cert_secret.empty()) return "";
+  if (options.webhook_service.empty()) return "--webhook-service must not be empty";
+  if (options.webhook_configuration.empty()) return "--webhook-configuration must not be empty";
+  if (options.cert_dir.empty()) return "--cert-dir must not be empty";
+  try {
+    controller::CheckHosts(options.webhook_hosts);
+  } catch (const controller::CertError& e) {
+    return std::string("--webhook-host: ") + e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy) {
+  if (const std::string problem = CertificateFlagsProblem(options); !problem.empty()) {
+    std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
   }
   ConfigureJsonLogging(options.log_level);
@@ -82,8 +134,42 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.
   const sigset_t signals = BlockTerminationSignals();
 
+  const kube::StopToken stop;
+  std::atomic<bool> failed{false};
+  // Declared before the server, so it outlives the server's readiness gate.
+  std::unique_ptr<controller::WebhookCertManager> certs;
   std::unique_ptr<webhook::WebhookServer> server;
-  if (!options.tls_cert_file.empty()) {
+  std::thread cert_thread;
+  if (!options.webhook_cert_secret.empty()) {
+    controller::WebhookCertOptions cert_options;
+    cert_options.namespace_ = manager_options.lease_namespace;
+    cert_options.secret_name = options.webhook_cert_secret;
+    cert_options.service_name = options.webhook_service;
+    cert_options.extra_hosts = options.webhook_hosts;
+    cert_options.configuration_name = options.webhook_configuration;
+    cert_options.cert_dir = options.cert_dir;
+    cert_options.files_written = [&server] {
+      if (server) server->ReloadCertificateNow();
+    };
+    webhook::ServerConfig webhook_config =
+        WebhookServerConfig(options.webhook_listen, "", "", policy);
+    try {
+      certs = std::make_unique<controller::WebhookCertManager>(kube::Client(config),
+                                                               std::move(cert_options));
+      // Listen at once (with a placeholder until the Secret's certificate is written) so the
+      // readiness probe gets its 503 rather than a refused connection.
+      certs->WritePlaceholderIfMissing();
+      webhook_config.tls_cert_file = certs->cert_file();
+      webhook_config.tls_key_file = certs->key_file();
+      webhook_config.ready_gate = [&certs] { return certs->CertificateReady(); };
+      server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
+      server->Start();
+    } catch (const std::exception& e) {
+      std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
+      return kExitInputError;
+    }
+    cert_thread = std::thread([&certs, stop] { certs->Run(stop); });
+  } else if (!options.tls_cert_file.empty()) {
     webhook::ServerConfig webhook_config = WebhookServerConfig(
         options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
     try {
@@ -95,10 +181,11 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     }
   }
 
-  const kube::StopToken stop;
-  std::thread signal_waiter([&signals, stop] {
+  std::atomic<bool> signalled{false};
+  std::thread signal_waiter([&signals, &signalled, stop] {
     int received = 0;
     sigwait(&signals, &received);
+    signalled = true;
     if (received == SIGTERM || received == SIGINT) {
       spdlog::info("{}", std::string("{\"msg\":\"received ") +
                              (received == SIGTERM ? "SIGTERM" : "SIGINT") +
@@ -110,15 +197,32 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   controller::RunResult result = controller::RunResult::kStopped;
   {
     controller::Manager manager(config, std::move(manager_options));
-    result = manager.Run(stop);
+    std::unique_ptr<HealthServer> health;
+    if (!certs && !server && !HealthListenDisabled(options.health_listen)) {
+      health = std::make_unique<HealthServer>(options.health_listen,
+                                              [&manager] { return manager.Ready(); });
+      try {
+        health->Start();
+      } catch (const std::exception& e) {
+        std::cerr << "ncclguard controller: " << e.what() << "\n";
+        stop.Stop();
+        failed = true;
+      }
+    }
+    if (!stop.stopped()) result = manager.Run(stop);
+    if (health) health->Shutdown();
   }
+  stop.Stop();  // the lease was lost: the certificate manager ends too
+  if (cert_thread.joinable()) cert_thread.join();
   if (server) server->Shutdown();
-  if (!stop.stopped()) {
-    // Lost the lease: wake the signal thread so it can be joined (the process exits anyway).
+  if (!signalled) {
+    // No signal ended the run (the lease was lost, the webhook could not listen): wake the
+    // signal thread so it can be joined (the process exits anyway).
     pthread_kill(signal_waiter.native_handle(), SIGTERM);
   }
   signal_waiter.join();
   spdlog::default_logger()->flush();
+  if (failed) return 1;
   if (result == controller::RunResult::kLostLease) {
     std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";
     return 1;

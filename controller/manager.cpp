@@ -1,5 +1,7 @@
 #include "controller/manager.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -68,8 +70,18 @@ class Manager::Impl {
 
   RunResult Run(const kube::StopToken& stop) {
     caches_.Start();
-    const auto unsynced = caches_.WaitForSync(options_.cache_sync_timeout);
-    for (const std::string& name : unsynced) {
+    // In slices, so SIGTERM is not held up for the whole timeout by a kind whose CRD is not
+    // installed (kubelet's grace period is 30 s, as long as the default timeout).
+    const auto sync_deadline = std::chrono::steady_clock::now() + options_.cache_sync_timeout;
+    std::vector<std::string> unsynced;
+    do {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          sync_deadline - std::chrono::steady_clock::now());
+      unsynced = caches_.WaitForSync(
+          std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(250)));
+    } while (!unsynced.empty() && !stop.stopped() &&
+             std::chrono::steady_clock::now() < sync_deadline);
+    for (const std::string& name : stop.stopped() ? std::vector<std::string>{} : unsynced) {
       spdlog::warn("{}", LogLine({{"msg", "cache not synced; reconciling without it until it is"},
                                   {"resource", name}}));
     }

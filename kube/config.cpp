@@ -97,6 +97,38 @@ std::string Getenv(const InClusterEnvironment& env, const std::string& name) {
   return value ? value : "";
 }
 
+// kubectl's field names; groups or a uid without a user is refused (as kubectl does).
+void ReadImpersonation(const KubeConfigReader& reader, const YAML::Node& user,
+                       const std::string& user_field, ClientConfig& config) {
+  config.impersonate_user = reader.String(user, "as", user_field);
+  config.impersonate_uid = reader.String(user, "as-uid", user_field);
+  YAML::Node groups = user["as-groups"];
+  if (groups && !groups.IsNull()) {
+    if (!groups.IsSequence()) {
+      throw ConfigError(reader.Where(user_field + ".as-groups") + ": must be a list of strings");
+    }
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      if (!groups[i].IsScalar() || groups[i].Scalar().empty() ||
+          groups[i].Scalar().find_first_of("\r\n") != std::string::npos) {
+        throw ConfigError(reader.Where(user_field + ".as-groups[" + std::to_string(i) + "]") +
+                          ": must be a non-empty one-line string");
+      }
+      config.impersonate_groups.push_back(groups[i].Scalar());
+    }
+  }
+  if (config.impersonate_user.empty() &&
+      (!config.impersonate_groups.empty() || !config.impersonate_uid.empty())) {
+    throw ConfigError(reader.Where(user_field) +
+                      ": as-groups or as-uid without as (the user "
+                      "to impersonate)");
+  }
+  for (const std::string* value : {&config.impersonate_user, &config.impersonate_uid}) {
+    if (value->find_first_of("\r\n") != std::string::npos) {
+      throw ConfigError(reader.Where(user_field) + ": impersonation values must be one line");
+    }
+  }
+}
+
 }  // namespace
 
 std::string DecodeBase64(const std::string& text, const std::string& field) {
@@ -214,6 +246,7 @@ ClientConfig ParseKubeConfig(const std::string& yaml_text, const std::string& so
     }
     config.token = reader.String(user, "token", user_field);
     config.token_file = reader.Path(reader.String(user, "tokenFile", user_field));
+    ReadImpersonation(reader, user, user_field, config);
   }
   return config;
 }

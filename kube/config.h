@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kube/errors.h"
 
@@ -30,6 +31,12 @@ struct ClientConfig {
   // Bearer token: inline, or a file re-read when it changes (service-account tokens rotate).
   std::string token;
   std::string token_file;
+
+  // Impersonation (kubeconfig users[].user.as, as-groups, as-uid): sent as Impersonate-*
+  // headers on every request, so the API server authorizes as that user.
+  std::string impersonate_user;
+  std::vector<std::string> impersonate_groups;
+  std::string impersonate_uid;
 
   std::string default_namespace = "default";
 };

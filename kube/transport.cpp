@@ -207,8 +207,19 @@ void Transport::Prepare(void* raw, const HttpRequest& request, void* headers_lis
 
 namespace {
 
-curl_slist* Headers(const HttpRequest& request, const std::string& token) {
+curl_slist* Headers(const HttpRequest& request, const std::string& token,
+                    const ClientConfig& config) {
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  if (!config.impersonate_user.empty()) {
+    headers = curl_slist_append(headers, ("Impersonate-User: " + config.impersonate_user).c_str());
+    // One header per group: the API server reads them as a list.
+    for (const std::string& group : config.impersonate_groups) {
+      headers = curl_slist_append(headers, ("Impersonate-Group: " + group).c_str());
+    }
+    if (!config.impersonate_uid.empty()) {
+      headers = curl_slist_append(headers, ("Impersonate-Uid: " + config.impersonate_uid).c_str());
+    }
+  }
   if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
       request.method == "PATCH") {
     headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
@@ -222,7 +233,7 @@ curl_slist* Headers(const HttpRequest& request, const std::string& token) {
 
 HttpResponse Transport::Perform(const HttpRequest& request) {
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(
-      Headers(request, tokens_.Token()), curl_slist_free_all);
+      Headers(request, tokens_.Token(), config_), curl_slist_free_all);
   CURL* handle = static_cast<CURL*>(AcquireHandle());
   HttpResponse response;
   ResponseSink sink{&response, nullptr, nullptr, nullptr, false};
@@ -252,7 +263,7 @@ HttpResponse Transport::Stream(const HttpRequest& request,
                                const std::function<bool(std::string_view)>& on_data,
                                const StopToken& stop) {
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(
-      Headers(request, tokens_.Token()), curl_slist_free_all);
+      Headers(request, tokens_.Token(), config_), curl_slist_free_all);
   // A stream holds its connection for minutes; it gets a handle of its own, not a pooled one.
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> handle(curl_easy_init(), curl_easy_cleanup);
   auto waker = std::make_shared<Waker>();

@@ -98,11 +98,17 @@ std::shared_ptr<const ServingCertificate> WebhookServer::CurrentCertificate() co
   return certificate_;
 }
 
-void WebhookServer::ReloadIfDue() {
+void WebhookServer::ReloadCertificateNow() { ReloadIfDue(/*force=*/true); }
+
+void WebhookServer::ReloadIfDue(bool force) {
   const std::int64_t now = NowNs();
-  if (now < next_reload_check_ns_.load(std::memory_order_relaxed)) return;
-  std::unique_lock reload(reload_mutex_, std::try_to_lock);
-  if (!reload.owns_lock()) return;  // another thread is checking
+  if (!force && now < next_reload_check_ns_.load(std::memory_order_relaxed)) return;
+  std::unique_lock reload(reload_mutex_, std::defer_lock);
+  if (force) {
+    reload.lock();
+  } else if (!reload.try_lock()) {
+    return;  // another thread is checking
+  }
   next_reload_check_ns_.store(
       now + std::chrono::duration_cast<std::chrono::nanoseconds>(config_.reload_interval).count());
 

@@ -33,6 +33,9 @@ struct ServerConfig {
   std::chrono::milliseconds reload_interval{1000};
   // kube-apiserver refuses objects over 3 MiB; a review carries object and oldObject.
   std::size_t max_body_bytes = 7u * 1024u * 1024u;
+  // Also required for /readyz (empty: nothing more). The controller's self-managed mode
+  // listens with a placeholder certificate and is ready only once the real one is written.
+  std::function<bool()> ready_gate;
   // On shutdown, how long in-flight requests may take to finish.
   std::chrono::milliseconds drain_timeout{20000};
 };
@@ -51,7 +54,12 @@ class WebhookServer {
   // listener closes. Idempotent.
   void Shutdown();
 
-  bool Ready() const { return ready_.load(); }
+  // Loads the certificate files now if they changed (a writer that knows it replaced them calls
+  // this, so no connection gets the old pair after it reports ready).
+  void ReloadCertificateNow();
+
+  // Listening, not draining, and the ready_gate (if any) holds.
+  bool Ready() const { return ready_.load() && (!config_.ready_gate || config_.ready_gate()); }
   // Requests whose headers were read and whose answer is not yet sent.
   int InFlightRequests() const { return in_flight_.load(); }
   const Metrics& metrics() const { return metrics_; }
@@ -64,7 +72,7 @@ class WebhookServer {
   void AnswerReview(Endpoint endpoint, void* request, const std::string& body,
                     std::chrono::steady_clock::time_point start,
                     std::shared_ptr<InFlight> in_flight);
-  void ReloadIfDue();
+  void ReloadIfDue(bool force = false);
   std::shared_ptr<const core::Policy> CurrentPolicy() const;
   std::shared_ptr<const ServingCertificate> CurrentCertificate() const;
 

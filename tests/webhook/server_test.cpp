@@ -82,6 +82,18 @@ class WebhookServerTest : public ::testing::Test {
   ServedWebhook webhook_;
 };
 
+TEST(WebhookServerReadiness, ReadyzWaitsForTheReadyGate) {
+  std::atomic<bool> certificate_written{false};
+  ServedWebhook webhook([&](ServerConfig& config) {
+    config.ready_gate = [&certificate_written] { return certificate_written.load(); };
+  });
+  EXPECT_EQ(Fetch(webhook.Url("/healthz"), webhook.ca_file(), "", {.method = "GET"}).status, 200);
+  EXPECT_EQ(Fetch(webhook.Url("/readyz"), webhook.ca_file(), "", {.method = "GET"}).status, 503);
+  EXPECT_FALSE(webhook.server().Ready());
+  certificate_written = true;
+  EXPECT_EQ(Fetch(webhook.Url("/readyz"), webhook.ca_file(), "", {.method = "GET"}).status, 200);
+}
+
 TEST_F(WebhookServerTest, HealthReadinessAndMetrics) {
   const HttpResult health =
       Fetch(webhook_.Url("/healthz"), webhook_.ca_file(), "", {.method = "GET"});

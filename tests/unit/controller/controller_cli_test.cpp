@@ -60,5 +60,30 @@ TEST(CliController, BadFlagsAndPoliciesExitTwo) {
   EXPECT_NE(r.err.find("spec.rules.nope"), std::string::npos) << r.err;
 }
 
+TEST(CliController, CertificateModesExcludeEachOther) {
+  auto r = RunCli({"controller", "--webhook-cert-secret", "ncclguard-webhook-certs",
+                   "--tls-cert-file", "/tmp/tls.crt", "--tls-key-file", "/tmp/tls.key",
+                   "--kubeconfig", "/nonexistent/kubeconfig"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--webhook-cert-secret (self-managed certificates) and "
+                       "--tls-cert-file/--tls-key-file"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("choose one"), std::string::npos) << r.err;
+}
+
+TEST(CliController, BadSelfManagedCertificateFlagsExitTwo) {
+  auto r = RunCli({"controller", "--webhook-cert-secret", "certs", "--webhook-host", "a,DNS:evil",
+                   "--kubeconfig", "/nonexistent/kubeconfig"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--webhook-host: host 'a,DNS:evil': not a DNS name or IP address"),
+            std::string::npos)
+      << r.err;
+  r = RunCli({"controller", "--webhook-cert-secret", "certs", "--webhook-service", "",
+              "--kubeconfig", "/nonexistent/kubeconfig"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--webhook-service must not be empty"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ncclguard::test

@@ -275,3 +275,67 @@ TEST(TokenSource, RereadsTheTokenFileWhenItChanges) {
 
 }  // namespace
 }  // namespace ncclguard::kube
+
+namespace ncclguard::kube {
+namespace {
+
+std::string WithUser(const std::string& user_fields) {
+  return "clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n"
+         "users:\n- name: u\n  user:\n    token: t\n" +
+         user_fields +
+         "contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+         "current-context: x\n";
+}
+
+std::string ImpersonationError(const std::string& user_fields) {
+  try {
+    ParseKubeConfig(WithUser(user_fields), "/cfg/kubeconfig", "/cfg");
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(KubeConfigImpersonation, ReadsKubectlFieldNames) {
+  ClientConfig config = ParseKubeConfig(
+      WithUser("    as: system:serviceaccount:ncclguard-system:ncclguard-controller\n"
+               "    as-groups: [system:serviceaccounts, \"system:serviceaccounts:ncclguard\"]\n"
+               "    as-uid: 1234-abcd\n"),
+      "/cfg/kubeconfig", "/cfg");
+  EXPECT_EQ(config.impersonate_user, "system:serviceaccount:ncclguard-system:ncclguard-controller");
+  EXPECT_EQ(
+      config.impersonate_groups,
+      (std::vector<std::string>{"system:serviceaccounts", "system:serviceaccounts:ncclguard"}));
+  EXPECT_EQ(config.impersonate_uid, "1234-abcd");
+  // The token still authenticates the caller that impersonates.
+  EXPECT_EQ(config.token, "t");
+}
+
+TEST(KubeConfigImpersonation, NoneByDefault) {
+  ClientConfig config = ParseKubeConfig(WithUser(""), "/cfg/kubeconfig", "/cfg");
+  EXPECT_TRUE(config.impersonate_user.empty());
+  EXPECT_TRUE(config.impersonate_groups.empty());
+  EXPECT_TRUE(config.impersonate_uid.empty());
+}
+
+TEST(KubeConfigImpersonation, MalformedValuesNameTheField) {
+  EXPECT_EQ(ImpersonationError("    as: [a, b]\n"),
+            "/cfg/kubeconfig: users[u].user.as: must be a string");
+  EXPECT_EQ(ImpersonationError("    as: alice\n    as-groups: admins\n"),
+            "/cfg/kubeconfig: users[u].user.as-groups: must be a list of strings");
+  EXPECT_EQ(ImpersonationError("    as: alice\n    as-groups: [ok, {a: b}]\n"),
+            "/cfg/kubeconfig: users[u].user.as-groups[1]: must be a non-empty one-line string");
+  EXPECT_EQ(ImpersonationError("    as: alice\n    as-groups: [\"\"]\n"),
+            "/cfg/kubeconfig: users[u].user.as-groups[0]: must be a non-empty one-line string");
+  EXPECT_EQ(ImpersonationError("    as-groups: [admins]\n"),
+            "/cfg/kubeconfig: users[u].user: as-groups or as-uid without as (the user to "
+            "impersonate)");
+  EXPECT_EQ(ImpersonationError("    as-uid: \"42\"\n"),
+            "/cfg/kubeconfig: users[u].user: as-groups or as-uid without as (the user to "
+            "impersonate)");
+  EXPECT_EQ(ImpersonationError("    as: \"alice\\r\\nX-Evil: 1\"\n"),
+            "/cfg/kubeconfig: users[u].user: impersonation values must be one line");
+}
+
+}  // namespace
+}  // namespace ncclguard::kube
