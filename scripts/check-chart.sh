@@ -13,8 +13,7 @@
 #     objects (and is refused without the probe's role); `controller` (without its webhook)
 #     holds a gated PyTorchJob, then releases it once two nodes pass, without a single 403;
 #     then with --webhook-cert-secret (self-managed certificates): the Secret and both caBundles
-#     appear and kube-apiserver gets a fixed pod from it (skipped, saying so, by a binary that
-#     predates that flag);
+#     appear and kube-apiserver gets a fixed pod from it;
 #  4. `kubectl delete` of the manifests, then `helm install` and `helm uninstall`.
 # No kubelet, scheduler or controller-manager runs: the Deployment and DaemonSet are stored and
 # validated, their pods never run. Exit 0 when every check passes.
@@ -389,8 +388,6 @@ fi
 step "self-managed webhook certificates with the chart's RBAC"
 if [[ ! -x $ncclguard ]]; then
   fail "$ncclguard missing"
-elif ! "$ncclguard" controller --help | grep -q -- --webhook-cert-secret; then
-  echo "skipped: this ncclguard has no --webhook-cert-secret yet"
 else
   # The chart's configurations again, pointed at a controller on 127.0.0.1 (the API server
   # cannot reach a Service without a kubelet); their caBundle starts empty.
