@@ -96,6 +96,7 @@ class Manager::Impl {
         election.lease_duration = options_.lease_duration;
         election.renew_deadline = options_.renew_deadline;
         election.retry_period = options_.retry_period;
+        election.release_on_stop = options_.release_lease_on_stop;
         election.on_started_leading = [this](const kube::StopToken& leading) { Lead(leading); };
         kube::LeaderElector elector(config_, std::move(election));
         elector.Run(stop);

@@ -27,10 +27,12 @@ struct ManagerOptions {
   std::chrono::milliseconds lease_duration{15000};
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
+  // A stop hands the lease over at once; false leaves it to expire, as a killed process does.
+  bool release_lease_on_stop = true;
   // How long to wait for the caches before reconciling anyway (a CRD that is not installed
   // never syncs; its kind is simply not managed until it is).
   std::chrono::milliseconds cache_sync_timeout{30000};
-  kube::ClientOptions client{200, 400};
+  kube::ClientOptions client{500, 1000};
 };
 
 struct ManagerStats {

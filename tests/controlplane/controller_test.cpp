@@ -408,6 +408,36 @@ TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
   EXPECT_EQ(lease["spec"].value("holderIdentity", ""), "second");
 }
 
+TEST_F(ControllerTest, AStandbyTakesOverFromAKilledLeaderOnceTheLeaseExpires) {
+  AddNode("a", "Pass");
+  AddNode("b", "Pass");
+  controller::ManagerOptions options = Options();
+  options.leader_elect = true;
+  options.lease_duration = 4s;
+  options.renew_deadline = 3s;
+  options.retry_period = 500ms;
+  options.release_lease_on_stop = false;  // the leader dies: nobody hands the lease over
+  options.identity = "doomed";
+  RunningController& first = Start(options);
+  ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));
+  options.identity = "heir";
+  RunningController& second = Start(options);
+  ASSERT_TRUE(Eventually([&] { return second.manager().Ready(); }, 20s));
+
+  const auto killed = std::chrono::steady_clock::now();
+  first.Stop();
+  ASSERT_TRUE(Eventually([&] { return second.manager().IsLeader(); }, 3 * options.lease_duration));
+  const auto waited = std::chrono::steady_clock::now() - killed;
+  // It waited for the lease to run out (not handed over), and took over soon after.
+  EXPECT_GE(waited, options.lease_duration - options.renew_deadline);
+  EXPECT_LE(waited, options.lease_duration + 4 * options.retry_period);
+
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("after-crash", 1, true)).status, 201);
+  EXPECT_TRUE(Eventually(
+      [&] { return Released(PyTorchJobs() + "/after-crash", "/spec/runPolicy/suspend"); }, 30s));
+  EXPECT_TRUE(HasService("after-crash"));
+}
+
 // Its own control plane: stopping kube-apiserver must not disturb the other tests.
 class ControllerApiServerRestart : public ControllerTest {
  protected:
