@@ -10,6 +10,9 @@
 namespace ncclguard::kube {
 namespace {
 
+// Bounds the names kept for retries (a job deleted while its Event failed never retries it).
+constexpr std::size_t kMaxUnconfirmedNames = 4096;
+
 std::string Field(const core::Json& object, const char* name) {
   auto found = object.find(name);
   return found != object.end() && found->is_string() ? found->get<std::string>() : "";
@@ -89,10 +92,15 @@ std::string EventRecorder::Create(const EventSpec& spec, const std::string& key,
                                   EventDeduplicator::Clock::time_point now) {
   std::string ns = Field(spec.regarding, "namespace");
   if (ns.empty()) ns = "default";  // cluster-scoped objects (nodes) have their Events there
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, ".%llx", static_cast<unsigned long long>(nanos.count()));
-  std::string name = Field(spec.regarding, "name") + suffix;
+  std::string name;
+  if (auto unconfirmed = unconfirmed_names_.find(key); unconfirmed != unconfirmed_names_.end()) {
+    name = unconfirmed->second;
+  } else {
+    auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
+    char suffix[32];
+    std::snprintf(suffix, sizeof suffix, ".%llx", static_cast<unsigned long long>(nanos.count()));
+    name = Field(spec.regarding, "name") + suffix;
+  }
   std::string note = spec.note.size() > 1024 ? spec.note.substr(0, 1021) + "..." : spec.note;
   core::Json event = {{"apiVersion", "events.k8s.io/v1"},
                       {"kind", "Event"},
@@ -105,7 +113,17 @@ std::string EventRecorder::Create(const EventSpec& spec, const std::string& key,
                       {"regarding", spec.regarding},
                       {"note", note},
                       {"type", spec.type}};
-  client_->Create(resources::Events().In(ns), event);
+  try {
+    client_->Create(resources::Events().In(ns), event);
+  } catch (const ApiError& error) {
+    // AlreadyExists: an earlier attempt under this name was stored after all.
+    if (error.code() != ErrorCode::kAlreadyExists) {
+      if (unconfirmed_names_.size() >= kMaxUnconfirmedNames) unconfirmed_names_.clear();
+      unconfirmed_names_[key] = name;
+      throw;
+    }
+  }
+  unconfirmed_names_.erase(key);
   dedup_.Remember(key, name, ns, now);
   return name;
 }

@@ -85,6 +85,10 @@ class EventRecorder {
   std::string reporting_instance_;
   std::mutex mutex_;
   EventDeduplicator dedup_;
+  // Names of creates that failed: the API server may have stored the Event and lost only the
+  // answer (it went away mid-request). The next attempt reuses the name, so a stored Event
+  // answers AlreadyExists instead of being written twice.
+  std::unordered_map<std::string, std::string> unconfirmed_names_;
 };
 
 }  // namespace ncclguard::kube

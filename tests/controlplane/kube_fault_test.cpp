@@ -3,12 +3,15 @@
 // Retry-After, and 5xx. The real API server cannot be made to do these on demand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube_test_support.h"
 #include "test_https_server.h"
@@ -35,6 +38,60 @@ std::string List(const std::string& name, int rv) {
   return R"({"kind":"ConfigMapList","metadata":{"resourceVersion":")" + std::to_string(rv) +
          R"("},"items":[{"metadata":{"name":")" + name +
          R"(","namespace":"ns","resourceVersion":")" + std::to_string(rv) + R"("}}]})";
+}
+
+// The API server stores an Event but its answer is lost (it went away mid-request): the retry
+// must find that Event, not write a second one. This server stores the first create and fails
+// it, then answers like kube-apiserver: 409 for a stored name, 201 for a new one.
+TEST(KubeFaults, AnEventWhoseCreateAnswerWasLostIsNotWrittenTwice) {
+  std::mutex mutex;
+  std::vector<std::string> stored;
+  int posts = 0;
+  std::string patched;
+  TestHttpsServer server([&](const HttpRequest& request) {
+    std::lock_guard lock(mutex);
+    HttpResponse response;
+    if (request.method == "POST") {
+      const std::string name = nlohmann::json::parse(request.body)["metadata"]["name"];
+      const bool known = std::find(stored.begin(), stored.end(), name) != stored.end();
+      if (!known) stored.push_back(name);
+      if (++posts == 1) {
+        response.status = 503;
+        response.body = R"({"kind":"Status","code":503,"message":"shutting down"})";
+      } else if (known) {
+        response.status = 409;
+        response.body = R"({"kind":"Status","code":409,"reason":"AlreadyExists"})";
+      } else {
+        response.status = 201;
+        response.body = request.body;
+      }
+    } else if (request.method == "PATCH") {
+      patched = request.path;
+      response.body = "{}";
+    }
+    return response;
+  });
+  kube::EventRecorder recorder(std::make_shared<kube::Client>(ConfigFor(server)),
+                               "ncclguard.io/controller", "replica-a");
+  kube::EventSpec spec;
+  spec.regarding = {{"apiVersion", "kubeflow.org/v1"},
+                    {"kind", "PyTorchJob"},
+                    {"namespace", "ns"},
+                    {"name", "llama"},
+                    {"uid", "u-1"}};
+  spec.type = "Warning";
+  spec.reason = "insufficient-validated-nodes";
+  spec.action = "Gate";
+  spec.note = "held";
+  EXPECT_EQ(recorder.Record(spec), "") << "the first create's answer was lost";
+  const std::string name = recorder.Record(spec);
+  // Once confirmed, the Event is counted (a PATCH of its series), not created again.
+  EXPECT_EQ(recorder.Record(spec), name);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(stored.size(), 1u) << "a second Event was written";
+  EXPECT_EQ(name, stored[0]);
+  EXPECT_EQ(posts, 2);
+  EXPECT_EQ(patched, "/apis/events.k8s.io/v1/namespaces/ns/events/" + name);
 }
 
 TEST(KubeFaults, MalformedWatchLinesLeadToAResyncNotACrash) {
