@@ -90,6 +90,17 @@ class ControllerTest : public ::testing::Test {
     return options;
   }
 
+  // Leader election on a short Lease, so takeovers fit in a test.
+  controller::ManagerOptions ElectionOptions(const std::string& identity) const {
+    controller::ManagerOptions options = Options();
+    options.leader_elect = true;
+    options.lease_duration = 4s;
+    options.renew_deadline = 3s;
+    options.retry_period = 500ms;
+    options.identity = identity;
+    return options;
+  }
+
   RunningController& Start(controller::ManagerOptions options) {
     controllers_.push_back(std::make_unique<RunningController>(info_, std::move(options)));
     return *controllers_.back();
@@ -374,12 +385,7 @@ TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed
 TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
   AddNode("a", "Pass");
   AddNode("b", "Pass");
-  controller::ManagerOptions options = Options();
-  options.leader_elect = true;
-  options.lease_duration = 4s;
-  options.renew_deadline = 3s;
-  options.retry_period = 500ms;
-  options.identity = "first";
+  controller::ManagerOptions options = ElectionOptions("first");
   RunningController& first = Start(options);
   ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));
   options.identity = "second";
@@ -411,13 +417,8 @@ TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
 TEST_F(ControllerTest, AStandbyTakesOverFromAKilledLeaderOnceTheLeaseExpires) {
   AddNode("a", "Pass");
   AddNode("b", "Pass");
-  controller::ManagerOptions options = Options();
-  options.leader_elect = true;
-  options.lease_duration = 4s;
-  options.renew_deadline = 3s;
-  options.retry_period = 500ms;
+  controller::ManagerOptions options = ElectionOptions("doomed");
   options.release_lease_on_stop = false;  // the leader dies: nobody hands the lease over
-  options.identity = "doomed";
   RunningController& first = Start(options);
   ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));
   options.identity = "heir";

@@ -1,31 +1,15 @@
 #include "served_webhook.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "controlplane_env.h"
+#include "loopback_port.h"
 
 namespace ncclguard::webhook::testing {
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    throw std::runtime_error("bind to a free port failed");
-  }
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+int FreePort() { return test::FreeLoopbackPort(); }
 
 void WriteFile(const std::string& path, const std::string& text) {
   // Write then rename, as a Secret volume update is atomic per file.

@@ -12,23 +12,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "loopback_port.h"
+
 namespace ncclguard::cli {
 namespace {
-
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    throw std::runtime_error("no free port");
-  }
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // The status line of a GET over a fresh connection ("" when nothing answered).
 std::string StatusLine(int port, const std::string& method, const std::string& path) {
@@ -58,7 +45,7 @@ std::string StatusLine(int port, const std::string& method, const std::string& p
 
 TEST(HealthServer, ReadyOnlyOnceTheCachesSynced) {
   std::atomic<bool> synced{false};
-  const int port = FreeLoopbackPort();
+  const int port = test::FreeLoopbackPort();
   HealthServer server("127.0.0.1:" + std::to_string(port), [&synced] { return synced.load(); });
   server.Start();
   EXPECT_EQ(StatusLine(port, "GET", "/healthz"), "HTTP/1.1 200 OK");
