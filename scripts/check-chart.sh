@@ -22,6 +22,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=controlplane/versions.sh
 source "$root/scripts/controlplane/versions.sh"
+# shellcheck source=lib/chart-locally.sh
+source "$root/scripts/lib/chart-locally.sh"
 bin_dir=${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin
 chart=$root/charts/ncclguard
 ncclguard=${NCCLGUARD_BIN:-${NCCLGUARD_BUILD_DIR:-$root/build}/cli/ncclguard}
@@ -289,22 +291,8 @@ step "the probe and the controller run with the chart's RBAC (service-account to
 # the test job in the opted-in namespace.
 k delete mutatingwebhookconfiguration ncclguard >/dev/null
 k delete validatingwebhookconfiguration ncclguard >/dev/null
-apiserver_url=$(sed -n 's/^APISERVER_URL=//p' "$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env")
-# token_kubeconfig <service account> <file>: a kubeconfig that authenticates as the account.
-token_kubeconfig() {
-  local token
-  token=$(k -n "$ns" create token "$1" --duration=10m)
-  cat >"$2" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "$apiserver_url", certificate-authority: "$NCCLGUARD_CONTROLPLANE_DIR/pki/ca.crt"}}]
-users: [{name: $1, user: {token: "$token"}}]
-contexts: [{name: test, context: {cluster: test, user: $1}}]
-current-context: test
-KUBECONFIG
-}
-token_kubeconfig ncclguard-probe "$work/probe.kubeconfig"
-token_kubeconfig ncclguard-controller "$work/controller.kubeconfig"
+sa_kubeconfig "$ns" ncclguard-probe "$work/probe.kubeconfig"
+sa_kubeconfig "$ns" ncclguard-controller "$work/controller.kubeconfig"
 for node in gpu-node-1 gpu-node-2; do
   printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"node.kubernetes.io/instance-type":"p5.48xlarge"}}}' "$node" |
     k create -f - >/dev/null
@@ -393,10 +381,7 @@ else
   # cannot reach a Service without a kubelet); their caBundle starts empty.
   k apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  for kind in mutatingwebhookconfiguration:mutate validatingwebhookconfiguration:validate; do
-    k patch "${kind%%:*}" ncclguard --type=json -p "[{\"op\":\"remove\",\"path\":\"/webhooks/0/clientConfig/service\"},
-      {\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/url\",\"value\":\"https://127.0.0.1:$port/${kind##*:}\"}]" >/dev/null
-  done
+  point_webhooks_at "https://127.0.0.1:$port"
   mkdir -p "$work/certs"
   POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-certs timeout 120 "$ncclguard" controller \
     --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \

@@ -10,8 +10,11 @@
 #   2. a PyTorchJob that cannot be fixed: denied, with guide links;
 #   3. the gate: held while a node fails its EFA check, released once the probe says Pass.
 # Then cleans everything up. `--keep` leaves it running for you to explore.
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/chart-locally.sh
+source "$root/scripts/lib/chart-locally.sh"
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
 ncclguard=$build/cli/ncclguard
 keep=false
@@ -75,24 +78,10 @@ note "(the controller Deployment and probe DaemonSet are stored too; without a k
 
 say "3. Running ncclguard controller here, as the chart's service account, with the chart's flags"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# The API server cannot reach the chart's Service without a kubelet and kube-proxy: point both
-# webhook configurations at this machine instead. Their caBundle stays empty: the controller
-# fills it in.
-for kind in mutatingwebhookconfiguration:mutate validatingwebhookconfiguration:validate; do
-  kubectl patch "${kind%%:*}" ncclguard --type=json -p "[
-    {\"op\":\"remove\",\"path\":\"/webhooks/0/clientConfig/service\"},
-    {\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/url\",\"value\":\"https://127.0.0.1:$port/${kind##*:}\"}]" >/dev/null
-done
-apiserver=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-token=$(kubectl -n ncclguard-system create token ncclguard-controller --duration=1h)
-cat >"$work/controller.kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: local, cluster: {server: "$apiserver", certificate-authority: "$NCCLGUARD_CONTROLPLANE_DIR/pki/ca.crt"}}]
-users: [{name: ncclguard-controller, user: {token: "$token"}}]
-contexts: [{name: local, context: {cluster: local, user: ncclguard-controller}}]
-current-context: local
-KUBECONFIG
+# The chart's webhook configurations call the controller on this machine (the API server
+# cannot reach the chart's Service without a kubelet); their caBundle is the controller's to fill.
+point_webhooks_at "https://127.0.0.1:$port"
+sa_kubeconfig ncclguard-system ncclguard-controller "$work/controller.kubeconfig"
 POD_NAMESPACE=ncclguard-system POD_NAME=ncclguard-controller-demo "$ncclguard" controller \
   --kubeconfig "$work/controller.kubeconfig" --webhook-listen "127.0.0.1:$port" \
   --webhook-cert-secret ncclguard-webhook-tls --cert-dir "$work/certs" \
