@@ -11,10 +11,10 @@
 #include "cli/health_server.h"
 #include "cli/json_log.h"
 #include "cli/signals.h"
-#include "controller/manager.h"
-#include "controller/webhook_cert_manager.h"
 #include "kube/config.h"
 #include "kube/errors.h"
+#include "manager/manager.h"
+#include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
 
 namespace ncclguard::cli {
@@ -90,8 +90,8 @@ std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
   if (options.webhook_configuration.empty()) return "--webhook-configuration must not be empty";
   if (options.cert_dir.empty()) return "--cert-dir must not be empty";
   try {
-    controller::CheckHosts(options.webhook_hosts);
-  } catch (const controller::CertError& e) {
+    manager::CheckHosts(options.webhook_hosts);
+  } catch (const manager::CertError& e) {
     return std::string("--webhook-host: ") + e.what();
   }
   return "";
@@ -105,7 +105,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     return kExitInputError;
   }
   ConfigureJsonLogging(options.log_level);
-  controller::ManagerOptions manager_options;
+  manager::ManagerOptions manager_options;
   manager_options.base_policy = LoadPolicy(policy);
   manager_options.workers = options.workers;
   manager_options.leader_elect = options.leader_elect;
@@ -137,11 +137,11 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   const kube::StopToken stop;
   std::atomic<bool> failed{false};
   // Declared before the server, so it outlives the server's readiness gate.
-  std::unique_ptr<controller::WebhookCertManager> certs;
+  std::unique_ptr<manager::WebhookCertManager> certs;
   std::unique_ptr<webhook::WebhookServer> server;
   std::thread cert_thread;
   if (!options.webhook_cert_secret.empty()) {
-    controller::WebhookCertOptions cert_options;
+    manager::WebhookCertOptions cert_options;
     cert_options.namespace_ = manager_options.lease_namespace;
     cert_options.secret_name = options.webhook_cert_secret;
     cert_options.service_name = options.webhook_service;
@@ -154,8 +154,8 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     webhook::ServerConfig webhook_config =
         WebhookServerConfig(options.webhook_listen, "", "", policy);
     try {
-      certs = std::make_unique<controller::WebhookCertManager>(kube::Client(config),
-                                                               std::move(cert_options));
+      certs = std::make_unique<manager::WebhookCertManager>(kube::Client(config),
+                                                            std::move(cert_options));
       // Listen at once (with a placeholder until the Secret's certificate is written) so the
       // readiness probe gets its 503 rather than a refused connection.
       certs->WritePlaceholderIfMissing();
@@ -194,9 +194,9 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     stop.Stop();
   });
 
-  controller::RunResult result = controller::RunResult::kStopped;
+  manager::RunResult result = manager::RunResult::kStopped;
   {
-    controller::Manager manager(config, std::move(manager_options));
+    manager::Manager manager(config, std::move(manager_options));
     std::unique_ptr<HealthServer> health;
     if (!certs && !server && !HealthListenDisabled(options.health_listen)) {
       health = std::make_unique<HealthServer>(options.health_listen,
@@ -223,7 +223,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   signal_waiter.join();
   spdlog::default_logger()->flush();
   if (failed) return 1;
-  if (result == controller::RunResult::kLostLease) {
+  if (result == manager::RunResult::kLostLease) {
     std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";
     return 1;
   }

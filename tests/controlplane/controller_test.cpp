@@ -1,4 +1,4 @@
-// The controller process (controller::Manager: informers, work queue, workers, executor, leader
+// The controller process (manager::Manager: informers, work queue, workers, executor, leader
 // election) against the real kube-apiserver: jobs of every kind get their Service and are held,
 // then released once NodeValidations pass; pod failures written through the status subresource
 // are diagnosed; a kube-apiserver restart loses and duplicates nothing; a standby takes over
@@ -10,9 +10,9 @@
 #include <memory>
 #include <thread>
 
-#include "controller/manager.h"
 #include "controlplane_env.h"
 #include "kube/config.h"
+#include "manager/manager.h"
 #include "manifests.h"
 #include "test_kube_client.h"
 
@@ -25,9 +25,9 @@ using namespace std::chrono_literals;
 // A Manager running on its own thread until Stop().
 class RunningController {
  public:
-  RunningController(const ControlPlaneInfo& info, controller::ManagerOptions options)
-      : manager_(std::make_unique<controller::Manager>(kube::LoadKubeConfigFile(info.kubeconfig),
-                                                       std::move(options))) {
+  RunningController(const ControlPlaneInfo& info, manager::ManagerOptions options)
+      : manager_(std::make_unique<manager::Manager>(kube::LoadKubeConfigFile(info.kubeconfig),
+                                                    std::move(options))) {
     thread_ = std::thread([this] {
       result_ = manager_->Run(stop_);
       finished_ = true;
@@ -38,16 +38,16 @@ class RunningController {
     stop_.Stop();
     if (thread_.joinable()) thread_.join();
   }
-  controller::Manager& manager() { return *manager_; }
+  manager::Manager& manager() { return *manager_; }
   bool finished() const { return finished_.load(); }
-  controller::RunResult result() const { return result_; }
+  manager::RunResult result() const { return result_; }
 
  private:
-  std::unique_ptr<controller::Manager> manager_;
+  std::unique_ptr<manager::Manager> manager_;
   kube::StopToken stop_;
   std::thread thread_;
   std::atomic<bool> finished_{false};
-  controller::RunResult result_ = controller::RunResult::kStopped;
+  manager::RunResult result_ = manager::RunResult::kStopped;
 };
 
 json ConditionOf(const json& job, const std::string& type) {
@@ -80,8 +80,8 @@ class ControllerTest : public ::testing::Test {
     namespace_ = CreateTestNamespace(*client_, "ctl", {{"ncclguard.io/enabled", "true"}});
   }
 
-  controller::ManagerOptions Options() const {
-    controller::ManagerOptions options;
+  manager::ManagerOptions Options() const {
+    manager::ManagerOptions options;
     options.leader_elect = false;
     options.workers = 4;
     options.cache_sync_timeout = 20s;
@@ -91,8 +91,8 @@ class ControllerTest : public ::testing::Test {
   }
 
   // Leader election on a short Lease, so takeovers fit in a test.
-  controller::ManagerOptions ElectionOptions(const std::string& identity) const {
-    controller::ManagerOptions options = Options();
+  manager::ManagerOptions ElectionOptions(const std::string& identity) const {
+    manager::ManagerOptions options = Options();
     options.leader_elect = true;
     options.lease_duration = 4s;
     options.renew_deadline = 3s;
@@ -101,7 +101,7 @@ class ControllerTest : public ::testing::Test {
     return options;
   }
 
-  RunningController& Start(controller::ManagerOptions options) {
+  RunningController& Start(manager::ManagerOptions options) {
     controllers_.push_back(std::make_unique<RunningController>(info_, std::move(options)));
     return *controllers_.back();
   }
@@ -385,7 +385,7 @@ TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed
 TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
   AddNode("a", "Pass");
   AddNode("b", "Pass");
-  controller::ManagerOptions options = ElectionOptions("first");
+  manager::ManagerOptions options = ElectionOptions("first");
   RunningController& first = Start(options);
   ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));
   options.identity = "second";
@@ -417,7 +417,7 @@ TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {
 TEST_F(ControllerTest, AStandbyTakesOverFromAKilledLeaderOnceTheLeaseExpires) {
   AddNode("a", "Pass");
   AddNode("b", "Pass");
-  controller::ManagerOptions options = ElectionOptions("doomed");
+  manager::ManagerOptions options = ElectionOptions("doomed");
   options.release_lease_on_stop = false;  // the leader dies: nobody hands the lease over
   RunningController& first = Start(options);
   ASSERT_TRUE(Eventually([&] { return first.manager().IsLeader(); }, 20s));

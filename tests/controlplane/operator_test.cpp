@@ -8,11 +8,11 @@
 #include <memory>
 #include <variant>
 
+#include "controllers/policy_object.h"
+#include "controllers/training_job_reconciler.h"
 #include "controlplane_env.h"
 #include "core/errors.h"
 #include "manifests.h"
-#include "operator/policy_object.h"
-#include "operator/training_job_reconciler.h"
 #include "test_kube_client.h"
 
 namespace ncclguard::testenv {

@@ -1,5 +1,5 @@
 // Self-managed webhook certificates against the real kube-apiserver: the controller's
-// certificate manager (controller/webhook_cert_manager.h) and webhook server run in this
+// certificate manager (manager/webhook_cert_manager.h) and webhook server run in this
 // process as `ncclguard controller --webhook-cert-secret` runs them; the API server calls the
 // webhook through configurations whose caBundle only the manager fills in.
 #include <curl/curl.h>
@@ -16,10 +16,10 @@
 #include <sstream>
 #include <thread>
 
-#include "controller/webhook_cert_manager.h"
 #include "controlplane_env.h"
 #include "https_client.h"
 #include "kube/config.h"
+#include "manager/webhook_cert_manager.h"
 #include "served_webhook.h"
 #include "test_kube_client.h"
 #include "webhook/server.h"
@@ -104,13 +104,13 @@ long HttpStatus(const std::string& url) {
 // on its own thread and the webhook server started once the certificate is written.
 class ControllerWebhook {
  public:
-  ControllerWebhook(const ControlPlaneInfo& info, controller::WebhookCertOptions options)
+  ControllerWebhook(const ControlPlaneInfo& info, manager::WebhookCertOptions options)
       : port_(webhook::testing::FreePort()) {
     options.cert_dir = MakeTempDir("certs");
     options.files_written = [this] {
       if (server_) server_->ReloadCertificateNow();
     };
-    certs_ = std::make_unique<controller::WebhookCertManager>(
+    certs_ = std::make_unique<manager::WebhookCertManager>(
         kube::Client(kube::LoadKubeConfigFile(info.kubeconfig)), std::move(options));
     // As RunController does it: listen at once with a placeholder, ready once the Secret's
     // certificate is written.
@@ -135,14 +135,14 @@ class ControllerWebhook {
   }
 
   int port() const { return port_; }
-  controller::WebhookCertManager& certs() { return *certs_; }
+  manager::WebhookCertManager& certs() { return *certs_; }
   // Whether the server was ready while it served the placeholder (it must not be).
   bool placeholder_ready() const { return placeholder_ready_; }
 
  private:
   int port_;
   kube::StopToken stop_;
-  std::unique_ptr<controller::WebhookCertManager> certs_;
+  std::unique_ptr<manager::WebhookCertManager> certs_;
   std::thread thread_;
   std::unique_ptr<webhook::WebhookServer> server_;
   bool placeholder_ready_ = true;
@@ -163,8 +163,8 @@ class WebhookCertsTest : public ::testing::Test {
     }
   }
 
-  controller::WebhookCertOptions Options() const {
-    controller::WebhookCertOptions options;
+  manager::WebhookCertOptions Options() const {
+    manager::WebhookCertOptions options;
     options.namespace_ = system_;
     options.secret_name = kSecret;
     options.configuration_name = kConfiguration;
@@ -280,7 +280,7 @@ TEST_F(WebhookCertsTest, SecretCreatedBundlePatchedAndTheApiServerTrustsTheWebho
 }
 
 TEST_F(WebhookCertsTest, RotationAndCaRolloverFailNoRequest) {
-  controller::WebhookCertOptions options = Options();
+  manager::WebhookCertOptions options = Options();
   // The production timeline, compressed: serving certificates live 9 s (renewed at 6 s), CAs
   // 24 s (a new one joins the bundle 8 s before the newest expires, at 16 s; the old one leaves
   // at 24 s).
@@ -306,7 +306,7 @@ TEST_F(WebhookCertsTest, RotationAndCaRolloverFailNoRequest) {
     auto data = SecretData();
     if (data.contains("tls.crt")) {
       serving_seen.insert(data.at("tls.crt"));
-      const auto cas = controller::InspectCertificates(data.at("ca.crt"), "ca.crt");
+      const auto cas = manager::InspectCertificates(data.at("ca.crt"), "ca.crt");
       most_cas_in_bundle = std::max(most_cas_in_bundle, cas.size());
       if (most_cas_in_bundle == 2 && cas.size() == 1) old_ca_left = true;
       for (const auto& ca : cas) cas_seen.insert(ca.fingerprint);
@@ -340,7 +340,7 @@ TEST_F(WebhookCertsTest, MalformedOrDeletedSecretIsReplacedAndServingResumes) {
       [&] {
         auto data = SecretData();
         return data.contains("ca.crt") && data.at("ca.crt") != first_ca &&
-               controller::KeyMatchesCertificate(data.at("tls.crt"), data.at("tls.key"));
+               manager::KeyMatchesCertificate(data.at("tls.crt"), data.at("tls.key"));
       },
       seconds(20)));
   EXPECT_TRUE(

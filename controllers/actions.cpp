@@ -1,0 +1,38 @@
+#include "controllers/actions.h"
+
+namespace ncclguard::controllers {
+
+std::string RestPath(const ObjectRef& target, bool collection, bool status) {
+  // Core kinds ("v1") live under /api, the others under /apis/<group>/<version>.
+  std::string path =
+      target.api_version.find('/') == std::string::npos ? "/api/" : std::string("/apis/");
+  path += target.api_version;
+  if (!target.namespace_.empty()) path += "/namespaces/" + target.namespace_;
+  path += "/" + target.resource;
+  if (collection) return path;
+  path += "/" + target.name;
+  if (status) path += "/status";
+  return path;
+}
+
+Json EventObject(const RecordEvent& event, std::string_view reporting_instance,
+                 std::string_view now_rfc3339_micro) {
+  const ObjectRef& r = event.regarding;
+  Json regarding{{"apiVersion", r.api_version}, {"kind", r.kind}, {"name", r.name}};
+  if (!r.namespace_.empty()) regarding["namespace"] = r.namespace_;
+  if (!r.uid.empty()) regarding["uid"] = r.uid;
+  return Json{
+      {"apiVersion", "events.k8s.io/v1"},
+      {"kind", "Event"},
+      {"metadata", {{"generateName", r.name.substr(0, 200) + "-"}, {"namespace", r.namespace_}}},
+      {"eventTime", now_rfc3339_micro},
+      {"reportingController", kReportingController},
+      {"reportingInstance", reporting_instance},
+      {"action", event.action},
+      {"reason", event.reason},
+      {"note", event.note},
+      {"type", event.type},
+      {"regarding", regarding}};
+}
+
+}  // namespace ncclguard::controllers

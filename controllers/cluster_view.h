@@ -1,0 +1,38 @@
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "controllers/job_kind.h"
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::controllers {
+
+// What the reconcilers read: the informer caches, behind an interface so that the reconcilers are
+// pure and unit tests fake it. Objects come back as copies (a cache may change underneath).
+// Absent objects are nullopt / empty; implementations never throw for "not found".
+class ClusterView {
+ public:
+  virtual ~ClusterView() = default;
+
+  virtual std::optional<Json> Job(const JobKey& key) const = 0;
+  // Pods in `namespace_` whose label `label_key` equals `label_value`.
+  virtual std::vector<Json> PodsWithLabel(std::string_view namespace_, std::string_view label_key,
+                                          std::string_view label_value) const = 0;
+  virtual std::optional<Json> Service(std::string_view namespace_, std::string_view name) const = 0;
+  // Nodes whose label `label_key` equals `label_value` (the gate asks by instance type).
+  virtual std::vector<Json> NodesWithLabel(std::string_view label_key,
+                                           std::string_view label_value) const = 0;
+  // The cluster-scoped NodeValidation named after the node.
+  virtual std::optional<Json> NodeValidation(std::string_view node_name) const = 0;
+  virtual std::optional<Json> Namespace(std::string_view name) const = 0;
+  // Events (core/v1 or events.k8s.io/v1) about the object `kind`/`name` in `namespace_`.
+  virtual std::vector<Json> EventsAbout(std::string_view namespace_, std::string_view kind,
+                                        std::string_view name) const = 0;
+  // The policy in force (the last good NcclPolicy, else the defaults).
+  virtual const core::Policy& Policy() const = 0;
+};
+
+}  // namespace ncclguard::controllers

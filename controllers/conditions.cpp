@@ -1,0 +1,107 @@
+#include "controllers/conditions.h"
+
+#include <cctype>
+
+#include "controllers/json_fields.h"
+
+namespace ncclguard::controllers {
+namespace {
+
+const Json* ConditionList(const Json& job) {
+  const auto status = job.find("status");
+  if (status == job.end() || !status->is_object()) return nullptr;
+  const auto list = status->find("conditions");
+  if (list == status->end() || !list->is_array()) return nullptr;
+  return &*list;
+}
+
+std::string StringField(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Only the message is bounded by every schema we write to (metav1.Condition: 32768).
+std::string Bounded(std::string message) { return TruncateUtf8(std::move(message), 4096); }
+
+}  // namespace
+
+std::optional<Condition> FindCondition(const Json& job, std::string_view type) {
+  const Json* list = ConditionList(job);
+  if (list == nullptr) return std::nullopt;
+  for (const Json& entry : *list) {
+    if (!entry.is_object() || StringField(entry, "type") != type) continue;
+    Condition c{std::string(type), StringField(entry, "status"), StringField(entry, "reason"),
+                StringField(entry, "message"), std::nullopt};
+    const std::string transition = StringField(entry, "lastTransitionTime");
+    if (!transition.empty()) c.last_transition_time = transition;
+    return c;
+  }
+  return std::nullopt;
+}
+
+std::string ReasonFor(ConditionStyle style, std::string_view reason) {
+  if (style != ConditionStyle::Meta) return std::string(reason);
+  std::string out;
+  bool upper = true;
+  for (char c : reason) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0) {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  if (out.empty() || std::isalpha(static_cast<unsigned char>(out.front())) == 0) {
+    out.insert(0, "Reason");
+  }
+  return out;
+}
+
+std::optional<Json> WithCondition(const Json& job, const Condition& wanted, ConditionStyle style,
+                                  Timestamp now) {
+  const std::string reason = ReasonFor(style, wanted.reason);
+  const std::string message = Bounded(wanted.message);
+  const Json* existing_list = ConditionList(job);
+  Json list = existing_list != nullptr ? *existing_list : Json::array();
+
+  Json* slot = nullptr;
+  for (Json& entry : list) {
+    if (entry.is_object() && StringField(entry, "type") == wanted.type) {
+      slot = &entry;
+      break;
+    }
+  }
+  if (slot != nullptr && StringField(*slot, "status") == wanted.status &&
+      StringField(*slot, "reason") == reason && StringField(*slot, "message") == message) {
+    return std::nullopt;
+  }
+
+  const std::string now_text = FormatTime(now);
+  std::string transition = now_text;
+  if (slot != nullptr && StringField(*slot, "status") == wanted.status) {
+    const std::string previous = StringField(*slot, "lastTransitionTime");
+    if (!previous.empty()) transition = previous;
+  }
+  Json entry{{"type", wanted.type}, {"status", wanted.status}};
+  switch (style) {
+    case ConditionStyle::Kubeflow:
+      entry["lastUpdateTime"] = now_text;
+      break;
+    case ConditionStyle::Batch:
+      entry["lastProbeTime"] = now_text;
+      break;
+    case ConditionStyle::Meta:
+      break;
+  }
+  entry["lastTransitionTime"] = transition;
+  entry["reason"] = reason;
+  entry["message"] = message;
+  if (slot != nullptr) {
+    *slot = std::move(entry);
+  } else {
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
+}  // namespace ncclguard::controllers

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controllers/gate.h"
+#include "core/json.h"
+
+namespace ncclguard::controllers {
+
+using core::Json;
+
+// What a diagnosis sees of one job: its pods, the Events about the job and its pods, the
+// NodeValidations of the nodes its pods run on, and the gate's verdict while it holds the job.
+struct DiagnosisContext {
+  const Json& job;
+  const std::vector<Json>& pods;
+  const std::vector<Json>& events;
+  const std::map<std::string, Json, std::less<>>& node_validations;  // by node name
+  const GateVerdict* held = nullptr;                                 // set while the gate holds
+};
+
+struct DiagnosisInfo {
+  std::string_view id;    // RULES.md "Runtime diagnoses"
+  std::string_view slug;  // guide section
+  // Lower runs first; the highest-ranked diagnosis found names the NcclDiagnosis condition.
+  int rank;
+  std::string_view remedy;  // one sentence, appended to Event notes
+};
+
+// One runtime diagnosis: one file in controllers/diagnoses/, registered by id.
+class Diagnosis {
+ public:
+  explicit Diagnosis(DiagnosisInfo info) : info_(info) {}
+  virtual ~Diagnosis() = default;
+  const DiagnosisInfo& Info() const { return info_; }
+  // What this diagnosis sees in the job, one line per pod/container/node ("" = nothing).
+  // Lines must be stable for a stable state: Events are de-duplicated on their text.
+  virtual std::vector<std::string> Find(const DiagnosisContext& context) const = 0;
+
+ private:
+  DiagnosisInfo info_;
+};
+
+class DiagnosisRegistry {
+ public:
+  // Sorted by rank, then id.
+  static std::span<const Diagnosis* const> All();
+  static const Diagnosis* Find(std::string_view id);
+
+  struct Registrar {
+    explicit Registrar(std::unique_ptr<Diagnosis> diagnosis);
+  };
+};
+
+struct DiagnosisFinding {
+  const Diagnosis* diagnosis;
+  std::vector<std::string> lines;
+};
+
+// Every registered diagnosis that finds something, in rank order.
+std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context);
+
+}  // namespace ncclguard::controllers
+
+#define NCCLGUARD_REGISTER_DIAGNOSIS(DiagnosisClass)                                               \
+  static const ::ncclguard::controllers::DiagnosisRegistry::Registrar kRegistrar##DiagnosisClass { \
+    std::make_unique<DiagnosisClass>()                                                             \
+  }

@@ -1,0 +1,173 @@
+#include "controllers/gate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "controllers/json_fields.h"
+#include "controllers/labels.h"
+#include "core/catalog.h"
+#include "core/guide.h"
+#include "core/pod_spec.h"
+#include "core/workload.h"
+
+namespace ncclguard::controllers {
+namespace {
+
+std::string_view CheckSlug(std::string_view check_id) {
+  for (const auto& check : core::NodeChecks()) {
+    if (check.id == check_id) return check.slug;
+  }
+  return "efa-config";
+}
+
+std::string_view DiagnosisSlug(std::string_view id) {
+  for (const auto& diagnosis : core::Diagnoses()) {
+    if (diagnosis.id == id) return diagnosis.slug;
+  }
+  return "efa-config";
+}
+
+std::string StatusField(const Json& object, const char* key) {
+  const auto status = object.find("status");
+  if (status == object.end() || !status->is_object()) return "";
+  const auto value = status->find(key);
+  return value != status->end() && value->is_string() ? value->get<std::string>() : "";
+}
+
+bool Cordoned(const Json& node) {
+  const auto spec = node.find("spec");
+  if (spec == node.end() || !spec->is_object()) return false;
+  const auto unschedulable = spec->find("unschedulable");
+  return unschedulable != spec->end() && unschedulable->is_boolean() && unschedulable->get<bool>();
+}
+
+// The first failing check of a NodeValidation: its id and what it saw.
+void FirstFailure(const Json& validation, std::string& check, std::string& detail) {
+  const auto status = validation.find("status");
+  if (status == validation.end() || !status->is_object()) return;
+  const auto checks = status->find("checks");
+  if (checks == status->end() || !checks->is_array()) return;
+  for (const Json& result : *checks) {
+    if (!result.is_object() || StringField(result, "status") != "Fail") continue;
+    check = StringField(result, "id");
+    detail = StringField(result, "message");
+    if (detail.empty()) {
+      detail = "observed " + StringField(result, "observed", "?") + ", expected " +
+               StringField(result, "expected", "?");
+    }
+    return;
+  }
+}
+
+}  // namespace
+
+std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy) {
+  const auto workload = core::ParseWorkload(job);
+  if (!workload) return {};
+  struct Need {
+    std::int64_t gpus = 0;
+    std::int64_t pods = 0;
+  };
+  std::map<std::string, Need> by_type;
+  for (const core::PodTemplate& tmpl : workload->templates) {
+    const core::TemplateFacts facts = core::ReadTemplateFacts(job, tmpl, policy);
+    std::int64_t gpus_per_pod = 0;
+    for (const core::Container& c : facts.containers) gpus_per_pod += c.gpus;
+    if (gpus_per_pod == 0 || tmpl.pods == 0 || !facts.instance_type_name) continue;
+    Need& need = by_type[*facts.instance_type_name];
+    need.gpus += gpus_per_pod * tmpl.pods;
+    need.pods += tmpl.pods;
+  }
+  std::vector<NodeDemand> demands;
+  for (const auto& [type, need] : by_type) {
+    const core::InstanceType* known = policy.FindInstanceType(type);
+    const std::int64_t nodes = known != nullptr && known->gpus > 0
+                                   ? (need.gpus + known->gpus - 1) / known->gpus
+                                   : need.pods;
+    demands.push_back({type, nodes});
+  }
+  return demands;
+}
+
+NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
+                      const core::Policy& policy) {
+  NodeSupply supply;
+  supply.instance_type = demand.instance_type;
+  supply.needed = demand.nodes;
+  std::vector<Json> nodes = view.NodesWithLabel(core::kInstanceTypeLabel, demand.instance_type);
+  std::sort(nodes.begin(), nodes.end(),
+            [](const Json& a, const Json& b) { return Meta(a, "name") < Meta(b, "name"); });
+  for (const Json& node : nodes) {
+    const std::string name = Meta(node, "name");
+    const auto validation = view.NodeValidation(name);
+    const std::string summary = validation ? StatusField(*validation, "summary") : "";
+    bool validated = summary == "Pass" || summary == "Warn";
+    if (summary == "Fail") {
+      ++supply.failed;
+      if (supply.failed_node.empty()) {
+        supply.failed_node = name;
+        FirstFailure(*validation, supply.failed_check, supply.failed_detail);
+      }
+      continue;
+    }
+    if (!validated && summary.empty()) {
+      if (!policy.gate.count_unvalidated_nodes) {
+        ++supply.unprobed;
+        continue;
+      }
+      validated = true;
+    }
+    if (!validated) {
+      ++supply.unprobed;  // a summary we do not know: treat as not yet validated
+      continue;
+    }
+    if (Cordoned(node)) {
+      ++supply.cordoned;
+      continue;
+    }
+    ++supply.counted;
+  }
+  return supply;
+}
+
+GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterView& view,
+                         const core::Policy& policy) {
+  if (demands.empty()) {
+    return {true, "NoValidationNeeded",
+            "no GPU pod template with a known instance type: the gate does not apply"};
+  }
+  std::string held;
+  std::string admitted;
+  std::string link;
+  for (const NodeDemand& demand : demands) {
+    const NodeSupply s = CountNodes(demand, view, policy);
+    if (s.counted >= s.needed) {
+      if (!admitted.empty()) admitted += "; ";
+      admitted += std::to_string(s.counted) + " validated " + s.instance_type + " nodes for " +
+                  std::to_string(s.needed) + " needed";
+      continue;
+    }
+    if (!held.empty()) held += "; ";
+    held += std::to_string(s.counted) + "/" + std::to_string(s.needed) + " " + s.instance_type +
+            " nodes validated";
+    if (!s.failed_node.empty()) {
+      held += "; node " + s.failed_node + " failed";
+      if (!s.failed_check.empty()) held += " " + s.failed_check + ": " + s.failed_detail;
+      if (link.empty() && !s.failed_check.empty()) {
+        link = core::GuideLink(policy.guide_base_url, CheckSlug(s.failed_check));
+      }
+    }
+    std::vector<std::string> others;
+    if (s.failed > 1) others.push_back(std::to_string(s.failed - 1) + " more failed validation");
+    if (s.unprobed > 0) others.push_back(std::to_string(s.unprobed) + " not yet validated");
+    if (s.cordoned > 0) others.push_back(std::to_string(s.cordoned) + " cordoned");
+    for (std::size_t i = 0; i < others.size(); ++i) held += (i == 0 ? "; " : ", ") + others[i];
+  }
+  if (held.empty()) return {true, "ValidatedNodesAvailable", admitted};
+  if (link.empty()) {
+    link = core::GuideLink(policy.guide_base_url, DiagnosisSlug("insufficient-validated-nodes"));
+  }
+  return {false, "InsufficientValidatedNodes", held + " \u2014 see " + link};
+}
+
+}  // namespace ncclguard::controllers

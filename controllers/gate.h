@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "controllers/cluster_view.h"
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::controllers {
+
+// Nodes of one instance type that a job's pods need.
+struct NodeDemand {
+  std::string instance_type;
+  std::int64_t nodes = 0;
+};
+
+// The nodes the job's GPU pod templates need, per instance type (sorted by name). GPUs of all
+// templates on one type are packed onto whole nodes (a lower bound, so the gate never waits for
+// more nodes than the job can use); an instance type missing from the catalog counts one node per
+// pod. Templates without GPUs or without a known instance type need no validated node.
+// Throws core::InputError when the spec cannot be read.
+std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy);
+
+// How the validated nodes of one instance type stand against a demand.
+struct NodeSupply {
+  std::string instance_type;
+  std::int64_t needed = 0;
+  std::int64_t counted = 0;   // nodes that count for the gate
+  std::int64_t cordoned = 0;  // otherwise counting nodes that are cordoned
+  std::int64_t unprobed =
+      0;  // nodes without a NodeValidation verdict (and the policy not counting them)
+  std::int64_t failed = 0;  // NodeValidation summary Fail
+  // The first failed node (by name) and the check that failed it, for the message.
+  std::string failed_node;
+  std::string failed_check;  // a node check id, "" when none is named
+  std::string failed_detail;
+};
+
+NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
+                      const core::Policy& policy);
+
+struct GateVerdict {
+  bool release = false;
+  std::string reason;   // NcclPreflight reason
+  std::string message;  // NcclPreflight message, with the guide link when held
+};
+
+// Whether the held job may start now. `demands` come from NodeDemands.
+GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterView& view,
+                         const core::Policy& policy);
+
+}  // namespace ncclguard::controllers

@@ -1,0 +1,345 @@
+#include "controllers/training_job_reconciler.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "controllers/conditions.h"
+#include "controllers/diagnosis.h"
+#include "controllers/gate.h"
+#include "controllers/json_fields.h"
+#include "controllers/labels.h"
+#include "controllers/rendezvous_service.h"
+#include "core/catalog.h"
+#include "core/errors.h"
+#include "core/guide.h"
+#include "core/rendezvous.h"
+
+namespace ncclguard::controllers {
+namespace {
+
+constexpr std::chrono::seconds kMinGateRequeue{10};
+constexpr std::chrono::seconds kMaxGateRequeue{300};
+constexpr std::size_t kMaxEventNote = 1024;  // events.k8s.io/v1 limit
+constexpr std::string_view kInsufficientNodes = "insufficient-validated-nodes";
+
+std::string Link(const core::Policy& policy, std::string_view slug) {
+  return core::GuideLink(policy.guide_base_url, slug);
+}
+
+std::string NoteOf(const Json& event) {
+  std::string note = StringField(event, "note");
+  return note.empty() ? StringField(event, "message") : note;
+}
+
+std::string BoundedNote(std::string note) { return TruncateUtf8(std::move(note), kMaxEventNote); }
+
+// Everything one reconcile of one job works with.
+class JobReconcile {
+ public:
+  JobReconcile(const JobKey& key, const Json& job, const ClusterView& view, Timestamp now)
+      : key_(key),
+        info_(Info(key.kind)),
+        job_(job),
+        working_(job),
+        view_(view),
+        policy_(view.Policy()),
+        now_(now),
+        job_events_(view.EventsAbout(key.namespace_, info_.kind_name, key.name)) {
+    ref_ = ObjectRef{StringField(job, "apiVersion", info_.api_version),
+                     std::string(info_.kind_name),
+                     std::string(info_.resource),
+                     key.namespace_,
+                     key.name,
+                     Meta(job, "uid")};
+  }
+
+  ReconcileResult Run() {
+    const auto gate = Annotation(job_, kGateAnnotation);
+    const bool pending = gate == std::string(kGatePending);
+    const bool managed = Managed();
+    if (!managed && !pending) return {};
+
+    ReadSpec();
+    if (managed) EnsureService();
+    std::optional<GateVerdict> held;
+    if (pending) {
+      held = Gate(managed);
+    } else if (gate == std::string(kGateAdmitted)) {
+      RepairAdmittedCondition();
+    }
+    if (spec_error_) {
+      if (!pending) {
+        SetCondition({std::string(kPreflightCondition), "Unknown", "SpecUnreadable",
+                      SpecErrorMessage(), std::nullopt});
+      }
+      Event("Warning", "SpecUnreadable", "Validate",
+            SpecErrorMessage() + "; `ncclguard lint` on the manifest reports the same");
+    }
+    if (managed) DiagnoseFailures(held ? &*held : nullptr);
+    return Finish();
+  }
+
+ private:
+  bool Managed() const {
+    const auto ns = view_.Namespace(key_.namespace_);
+    if (!ns || Label(*ns, kNamespaceEnabledLabel) != std::string("true")) return false;
+    return key_.kind != JobKind::BatchJob || Label(job_, kManagedLabel) == std::string("true");
+  }
+
+  void ReadSpec() {
+    try {
+      demands_ = NodeDemands(job_, policy_);
+      master_addr_ = core::MasterAddress(job_, policy_.cluster_domain);
+    } catch (const core::InputError& e) {
+      spec_error_ = e.what();
+    }
+  }
+
+  std::string SpecErrorMessage() const {
+    return "ncclguard cannot read the job's spec (" + *spec_error_ +
+           "); it neither validates nor gates this job until the spec is fixed";
+  }
+
+  void EnsureService() {
+    if (!info_.ncclguard_makes_service) return;
+    if (ref_.uid.empty()) return;  // not yet persisted: no owner reference possible
+    const Json desired = DesiredService(job_, key_.kind, policy_, master_addr_);
+    const std::string name = desired["metadata"]["name"].get<std::string>();
+    const auto existing = view_.Service(key_.namespace_, name);
+    const ObjectRef service{"v1", "Service", "services", key_.namespace_, name, ""};
+    switch (CompareService(existing, desired, job_)) {
+      case ServiceStanding::Missing:
+        service_actions_.push_back(CreateObject{service, desired});
+        break;
+      case ServiceStanding::Drifted:
+        service_actions_.push_back(MergePatch{service, false, ServicePatch(*existing, desired)});
+        break;
+      case ServiceStanding::Serving:
+        break;
+      case ServiceStanding::NotOwned:
+        Event("Warning", "RendezvousServiceConflict", "Rendezvous",
+              "Service " + name + " exists and is not owned by this " +
+                  std::string(info_.kind_name) +
+                  "; ncclguard leaves it alone. Ranks that use MASTER_ADDR=" +
+                  master_addr_.value_or("<rank-0 pod>." + name) +
+                  " reach this job only if that Service selects its pods \u2014 see " +
+                  Link(policy_, "dns-rendezvous"));
+        break;
+    }
+  }
+
+  // Returns the verdict when the gate keeps holding the job.
+  std::optional<GateVerdict> Gate(bool managed) {
+    GateVerdict verdict;
+    if (!managed) {
+      verdict = {true, "NotManaged",
+                 "the namespace is no longer opted in to ncclguard; released without node "
+                 "validation"};
+    } else if (!policy_.gate.enabled) {
+      verdict = {true, "GateDisabled", "the NcclPolicy disables the gate; released"};
+    } else if (spec_error_) {
+      verdict = {true, "SpecUnreadable", SpecErrorMessage()};
+    } else {
+      verdict = EvaluateGate(demands_, view_, policy_);
+    }
+    if (!verdict.release) {
+      SetCondition({std::string(kPreflightCondition), "False", verdict.reason, verdict.message,
+                    std::nullopt});
+      result_.requeue_after = GateBackoff();
+      return verdict;
+    }
+    Json patch = Json::object();
+    patch["metadata"]["annotations"][std::string(kGateAnnotation)] = kGateAdmitted;
+    patch[JsonPointer(std::string(info_.suspend_field))] = false;
+    release_ = MergePatch{ref_, false, std::move(patch)};
+    const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
+    // A job that was visibly held gets an Event for its release; one released at its first look
+    // has only the condition (an Event per job would cost every admission a write and say
+    // nothing the condition does not).
+    const auto preflight = FindCondition(job_, kPreflightCondition);
+    const bool was_held = preflight && preflight->status == "False";
+    SetCondition(
+        {std::string(kPreflightCondition), status, verdict.reason, verdict.message, std::nullopt});
+    if (was_held) {
+      Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
+    }
+    return std::nullopt;
+  }
+
+  // Requeue a held job after as long as it has been held (so the checks back off
+  // exponentially), within [10 s, 5 min]. Node and NodeValidation changes requeue it sooner.
+  std::chrono::seconds GateBackoff() const {
+    const auto preflight = FindCondition(job_, kPreflightCondition);
+    if (!preflight || preflight->status != "False" || !preflight->last_transition_time) {
+      return kMinGateRequeue;
+    }
+    const auto since = ParseTime(*preflight->last_transition_time);
+    if (!since || *since > now_) return kMinGateRequeue;
+    return std::clamp(std::chrono::duration_cast<std::chrono::seconds>(now_ - *since),
+                      kMinGateRequeue, kMaxGateRequeue);
+  }
+
+  // The release patch landed but the condition did not (or was written before): say so now.
+  void RepairAdmittedCondition() {
+    const auto preflight = FindCondition(job_, kPreflightCondition);
+    if (preflight && preflight->status == "False") {
+      SetCondition({std::string(kPreflightCondition), "True", "Admitted",
+                    "released by the ncclguard gate", std::nullopt});
+    }
+  }
+
+  void DiagnoseFailures(const GateVerdict* held) {
+    const std::vector<Json> pods =
+        view_.PodsWithLabel(key_.namespace_, info_.pod_job_label, key_.name);
+    std::vector<Json> events = job_events_;
+    std::map<std::string, Json, std::less<>> validations;
+    for (const Json& pod : pods) {
+      const std::string pod_name = Meta(pod, "name");
+      for (Json& e : view_.EventsAbout(key_.namespace_, "Pod", pod_name)) {
+        events.push_back(std::move(e));
+      }
+      const auto spec = pod.find("spec");
+      const std::string node = spec != pod.end() ? StringField(*spec, "nodeName") : "";
+      if (!node.empty() && !validations.contains(node)) {
+        if (auto v = view_.NodeValidation(node)) validations.emplace(node, std::move(*v));
+      }
+    }
+    const DiagnosisContext context{job_, pods, events, validations, held};
+    const std::vector<DiagnosisFinding> findings = Diagnose(context);
+
+    for (const DiagnosisFinding& f : findings) {
+      const DiagnosisInfo& d = f.diagnosis->Info();
+      std::string note;
+      for (const std::string& line : f.lines) note += (note.empty() ? "" : "; ") + line;
+      Event("Warning", std::string(d.id), "Diagnose",
+            note + ". " + std::string(d.remedy) + " \u2014 see " + Link(policy_, d.slug));
+    }
+
+    const ConditionStyle style = info_.condition_style;
+    if (!findings.empty()) {
+      const DiagnosisInfo& top = findings.front().diagnosis->Info();
+      std::string message = std::string(top.id) + ": " + findings.front().lines.front();
+      if (findings.size() > 1) {
+        message += " (also:";
+        for (std::size_t i = 1; i < findings.size(); ++i) {
+          message +=
+              std::string(i == 1 ? " " : ", ") + std::string(findings[i].diagnosis->Info().id);
+        }
+        message += ")";
+      }
+      message += " \u2014 see " + Link(policy_, top.slug);
+      SetCondition(
+          {std::string(kDiagnosisCondition), "True", std::string(top.id), message, std::nullopt});
+      return;
+    }
+    // Diagnoses stay when their evidence goes (failed pods are often deleted), except the gate's,
+    // which is over once the job is released.
+    const auto current = FindCondition(working_, kDiagnosisCondition);
+    if (current && current->status == "True" &&
+        current->reason == ReasonFor(style, kInsufficientNodes) && held == nullptr) {
+      SetCondition({std::string(kDiagnosisCondition), "False", "Resolved",
+                    "enough validated nodes; the ncclguard gate released the job", std::nullopt});
+    }
+  }
+
+  void SetCondition(const Condition& wanted) {
+    if (auto list = WithCondition(working_, wanted, info_.condition_style, now_)) {
+      working_["status"]["conditions"] = std::move(*list);
+      status_changed_ = true;
+    }
+  }
+
+  // Events are de-duplicated against those already recorded about the job: the same reason and
+  // note is said once (until the API server expires it).
+  void Event(std::string type, std::string reason, std::string action, std::string note) {
+    note = BoundedNote(std::move(note));
+    const auto said = [&](const Json& e) {
+      return StringField(e, "reason") == reason && NoteOf(e) == note;
+    };
+    if (std::any_of(job_events_.begin(), job_events_.end(), said)) return;
+    for (const RecordEvent& e : events_) {
+      if (e.reason == reason && e.note == note) return;
+    }
+    events_.push_back(
+        RecordEvent{ref_, std::move(type), std::move(reason), std::move(action), std::move(note)});
+  }
+
+  ReconcileResult Finish() {
+    for (Action& a : service_actions_) result_.actions.push_back(std::move(a));
+    // The status patch carries the resourceVersion it was computed from (a Conflict means the job
+    // changed: read again); the release patch comes after it, since it changes the version.
+    if (status_changed_) {
+      Json patch{{"metadata", {{"resourceVersion", Meta(job_, "resourceVersion")}}},
+                 {"status", {{"conditions", working_["status"]["conditions"]}}}};
+      if (Meta(job_, "resourceVersion").empty()) patch.erase("metadata");
+      result_.actions.push_back(MergePatch{ref_, true, std::move(patch)});
+    }
+    if (release_) result_.actions.push_back(std::move(*release_));
+    for (RecordEvent& e : events_) result_.actions.push_back(std::move(e));
+    return std::move(result_);
+  }
+
+  const JobKey& key_;
+  const KindInfo& info_;
+  const Json& job_;
+  Json working_;  // the job with the conditions this reconcile sets
+  const ClusterView& view_;
+  const core::Policy& policy_;
+  Timestamp now_;
+  std::vector<Json> job_events_;
+  ObjectRef ref_;
+
+  std::vector<NodeDemand> demands_;
+  std::optional<std::string> master_addr_;
+  std::optional<std::string> spec_error_;
+
+  std::vector<Action> service_actions_;
+  std::optional<MergePatch> release_;
+  std::vector<RecordEvent> events_;
+  bool status_changed_ = false;
+  ReconcileResult result_;
+};
+
+}  // namespace
+
+ReconcileResult ReconcileTrainingJob(const JobKey& key, const ClusterView& view, Timestamp now) {
+  const auto job = view.Job(key);
+  // Deleted: the Service goes with it (owner reference). Being deleted: nothing to start.
+  if (!job || !job->is_object() || !Meta(*job, "deletionTimestamp").empty()) return {};
+  return JobReconcile(key, *job, view, now).Run();
+}
+
+bool GatePending(const core::Json& job) {
+  return Annotation(job, kGateAnnotation) == std::string(kGatePending);
+}
+
+std::vector<JobKey> JobKeysForPod(const core::Json& pod) {
+  std::vector<JobKey> keys;
+  const std::string ns = Meta(pod, "namespace");
+  if (ns.empty()) return keys;
+  if (auto name = Label(pod, Info(JobKind::JobSet).pod_job_label)) {
+    keys.push_back({JobKind::JobSet, ns, *name});
+  }
+  if (auto name = Label(pod, Info(JobKind::PyTorchJob).pod_job_label)) {
+    // Both Kubeflow kinds use the label; the controller owner says which one made the pod (an
+    // MPIJob's launcher is owned by its batch Job, so MPIJob is the fallback).
+    JobKind kind = JobKind::MpiJob;
+    const auto metadata = pod.find("metadata");
+    if (metadata != pod.end() && metadata->is_object()) {
+      const auto owners = metadata->find("ownerReferences");
+      if (owners != metadata->end() && owners->is_array()) {
+        for (const Json& owner : *owners) {
+          if (StringField(owner, "kind") == "PyTorchJob") kind = JobKind::PyTorchJob;
+        }
+      }
+    }
+    keys.push_back({kind, ns, *name});
+  }
+  if (auto name = Label(pod, Info(JobKind::BatchJob).pod_job_label)) {
+    keys.push_back({JobKind::BatchJob, ns, *name});
+  }
+  return keys;
+}
+
+}  // namespace ncclguard::controllers

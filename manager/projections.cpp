@@ -1,0 +1,210 @@
+#include "manager/projections.h"
+
+#include <string>
+
+#include "controllers/labels.h"
+
+namespace ncclguard::manager {
+namespace {
+
+using core::Json;
+
+const Json* Find(const Json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+void CopyIfPresent(const Json& from, Json& to, const char* key) {
+  if (const Json* value = Find(from, key)) to[key] = *value;
+}
+
+Json Identity(const Json& object) {
+  Json metadata = Json::object();
+  if (const Json* m = Find(object, "metadata")) {
+    for (const char* key : {"name", "namespace", "uid", "resourceVersion"}) {
+      CopyIfPresent(*m, metadata, key);
+    }
+  }
+  return Json{{"metadata", std::move(metadata)}};
+}
+
+// A terminated/waiting state with only what the diagnoses read.
+Json ProjectState(const Json& state) {
+  Json out = Json::object();
+  for (const char* phase : {"terminated", "waiting"}) {
+    const Json* detail = Find(state, phase);
+    if (detail == nullptr || !detail->is_object()) continue;
+    Json kept = Json::object();
+    for (const char* key : {"reason", "exitCode", "signal", "message"}) {
+      CopyIfPresent(*detail, kept, key);
+    }
+    out[phase] = std::move(kept);
+  }
+  return out;
+}
+
+Json ProjectContainerStatuses(const Json& statuses) {
+  Json out = Json::array();
+  if (!statuses.is_array()) return out;
+  for (const Json& s : statuses) {
+    Json kept = Json::object();
+    CopyIfPresent(s, kept, "name");
+    CopyIfPresent(s, kept, "image");
+    for (const char* which : {"state", "lastState"}) {
+      if (const Json* state = Find(s, which)) {
+        Json projected = ProjectState(*state);
+        if (!projected.empty()) kept[which] = std::move(projected);
+      }
+    }
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+}  // namespace
+
+kube::Projection JobProjection(controllers::JobKind kind) {
+  const controllers::KindInfo& info = controllers::Info(kind);
+  const std::string api_version(info.api_version);
+  const std::string kind_name(info.kind_name);
+  return [api_version, kind_name](const Json& object) {
+    Json out = Identity(object);
+    out["apiVersion"] = object.is_object() ? object.value("apiVersion", api_version) : api_version;
+    out["kind"] = object.is_object() ? object.value("kind", kind_name) : kind_name;
+    if (const Json* m = Find(object, "metadata")) {
+      for (const char* key : {"labels", "annotations", "generation", "deletionTimestamp"}) {
+        CopyIfPresent(*m, out["metadata"], key);
+      }
+    }
+    CopyIfPresent(object, out, "spec");
+    if (const Json* status = Find(object, "status")) {
+      if (const Json* conditions = Find(*status, "conditions")) {
+        out["status"]["conditions"] = *conditions;
+      }
+    }
+    return out;
+  };
+}
+
+kube::Projection PodProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    const Json* m = Find(object, "metadata");
+    const Json* labels = m != nullptr ? Find(*m, "labels") : nullptr;
+    Json job_labels = Json::object();
+    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+      const std::string label(info.pod_job_label);
+      if (labels != nullptr && labels->is_object() && labels->contains(label)) {
+        job_labels[label] = (*labels)[label];
+      }
+    }
+    if (job_labels.empty()) return out;  // no managed job's pod: nothing to read
+    out["metadata"]["labels"] = std::move(job_labels);
+    if (const Json* owners = m != nullptr ? Find(*m, "ownerReferences") : nullptr) {
+      Json kept = Json::array();
+      if (owners->is_array()) {
+        for (const Json& owner : *owners) {
+          Json o = Json::object();
+          CopyIfPresent(owner, o, "kind");
+          CopyIfPresent(owner, o, "controller");
+          kept.push_back(std::move(o));
+        }
+      }
+      out["metadata"]["ownerReferences"] = std::move(kept);
+    }
+    if (const Json* spec = Find(object, "spec")) {
+      if (const Json* node = Find(*spec, "nodeName")) out["spec"]["nodeName"] = *node;
+    }
+    if (const Json* status = Find(object, "status")) {
+      for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
+        if (const Json* statuses = Find(*status, list)) {
+          out["status"][list] = ProjectContainerStatuses(*statuses);
+        }
+      }
+      if (const Json* conditions = Find(*status, "conditions");
+          conditions && conditions->is_array()) {
+        Json kept = Json::array();
+        for (const Json& c : *conditions) {
+          if (!c.is_object() || c.value("type", Json()) != "PodScheduled" ||
+              c.value("status", Json()) != "False") {
+            continue;
+          }
+          Json o{{"type", "PodScheduled"}, {"status", "False"}};
+          CopyIfPresent(c, o, "reason");
+          CopyIfPresent(c, o, "message");
+          kept.push_back(std::move(o));
+        }
+        if (!kept.empty()) out["status"]["conditions"] = std::move(kept);
+      }
+    }
+    return out;
+  };
+}
+
+kube::Projection ServiceProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    if (const Json* m = Find(object, "metadata")) {
+      for (const char* key : {"labels", "annotations", "ownerReferences"}) {
+        CopyIfPresent(*m, out["metadata"], key);
+      }
+    }
+    if (const Json* spec = Find(object, "spec")) {
+      Json kept = Json::object();
+      for (const char* key : {"clusterIP", "publishNotReadyAddresses", "selector", "ports"}) {
+        CopyIfPresent(*spec, kept, key);
+      }
+      out["spec"] = std::move(kept);
+    }
+    return out;
+  };
+}
+
+kube::Projection NodeProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    if (const Json* m = Find(object, "metadata")) CopyIfPresent(*m, out["metadata"], "labels");
+    if (const Json* spec = Find(object, "spec")) {
+      if (const Json* u = Find(*spec, "unschedulable")) out["spec"]["unschedulable"] = *u;
+    }
+    return out;
+  };
+}
+
+kube::Projection NodeValidationProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    CopyIfPresent(object, out, "status");
+    return out;
+  };
+}
+
+kube::Projection NamespaceProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    if (const Json* m = Find(object, "metadata")) CopyIfPresent(*m, out["metadata"], "labels");
+    return out;
+  };
+}
+
+kube::Projection EventProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    const Json* regarding = Find(object, "regarding");
+    const Json* kind = regarding != nullptr ? Find(*regarding, "kind") : nullptr;
+    if (kind == nullptr || !kind->is_string()) return out;
+    const std::string k = kind->get<std::string>();
+    bool relevant = k == "Pod";
+    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+      relevant = relevant || k == info.kind_name;
+    }
+    if (!relevant) return out;
+    out["regarding"] = Json{{"kind", k}};
+    CopyIfPresent(*regarding, out["regarding"], "name");
+    for (const char* key : {"reason", "note", "type"}) CopyIfPresent(object, out, key);
+    return out;
+  };
+}
+
+}  // namespace ncclguard::manager

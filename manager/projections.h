@@ -1,0 +1,24 @@
+// What the controller keeps of each watched object: only the fields the reconcilers read, so
+// that a cache of 10,000 pods stays small. Every projection keeps the identity fields.
+#pragma once
+
+#include "controllers/job_kind.h"
+#include "core/json.h"
+#include "kube/informer.h"
+
+namespace ncclguard::manager {
+
+// A managed job: metadata the reconciler reads, the whole spec (the rules parse it) and the
+// status conditions; apiVersion and kind are filled in (list items of built-in kinds lack them).
+kube::Projection JobProjection(controllers::JobKind kind);
+// A pod: the job labels, owner kinds, node, container states and PodScheduled=False conditions.
+// A pod of no managed kind keeps its identity only.
+kube::Projection PodProjection();
+kube::Projection ServiceProjection();
+kube::Projection NodeProjection();
+kube::Projection NodeValidationProjection();
+kube::Projection NamespaceProjection();
+// events.k8s.io/v1 Events about pods and managed kinds: regarding, reason, note, type.
+kube::Projection EventProjection();
+
+}  // namespace ncclguard::manager

@@ -1,0 +1,503 @@
+#include <gtest/gtest.h>
+
+#include <variant>
+
+#include "controllers/training_job_reconciler.h"
+#include "tests/unit/controllers/fake_cluster.h"
+
+namespace ncclguard::test {
+namespace {
+
+using controllers::Action;
+using controllers::CreateObject;
+using controllers::JobKind;
+using controllers::MergePatch;
+using controllers::ReconcileTrainingJob;
+using controllers::RecordEvent;
+using controllers::Timestamp;
+
+const Timestamp kNow =
+    std::chrono::sys_days(std::chrono::year(2026) / 12 / 2) + std::chrono::hours(14);
+
+template <typename T>
+std::vector<T> Only(const std::vector<Action>& actions) {
+  std::vector<T> out;
+  for (const Action& a : actions) {
+    if (const T* t = std::get_if<T>(&a)) out.push_back(*t);
+  }
+  return out;
+}
+
+Json Condition(const Json& job, const std::string& type) {
+  if (!job.contains("status") || !job["status"].contains("conditions")) return nullptr;
+  for (const Json& c : job["status"]["conditions"]) {
+    if (c["type"] == type) return c;
+  }
+  return nullptr;
+}
+
+Json EfaFailure() {
+  return Json::array({{{"id", "efa-device-count"},
+                       {"status", "Fail"},
+                       {"observed", "30"},
+                       {"expected", "32"},
+                       {"message", "30 of 32 EFA devices"}}});
+}
+
+class Reconciler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_.AddNamespace("team-a", true);
+    cluster_.AddNamespace("plain", false);
+  }
+  controllers::ReconcileResult Reconcile(const JobKey& key, Timestamp now = kNow) {
+    return ReconcileTrainingJob(key, cluster_, now);
+  }
+  // Reconciles and applies until nothing is left to do; returns the number of rounds.
+  int Converge(const JobKey& key) {
+    for (int round = 1; round <= 5; ++round) {
+      const auto result = Reconcile(key);
+      if (result.actions.empty()) return round;
+      EXPECT_EQ(cluster_.Apply(result.actions), 0);
+    }
+    return -1;
+  }
+  void AddP5Nodes(int pass, int fail = 0) {
+    for (int i = 0; i < pass; ++i)
+      cluster_.AddNode("node-" + std::to_string(i), "p5.48xlarge", "Pass");
+    for (int i = 0; i < fail; ++i) {
+      cluster_.AddNode("node-x" + std::to_string(i), "p5.48xlarge", "Fail", EfaFailure());
+    }
+  }
+
+  FakeCluster cluster_;
+  const JobKey key_{JobKind::PyTorchJob, "team-a", "llama"};
+};
+
+TEST_F(Reconciler, CreatesTheHeadlessRendezvousServiceOwnedByTheJob) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, false));
+  const auto result = Reconcile(key_);
+  const auto creates = Only<CreateObject>(result.actions);
+  ASSERT_EQ(creates.size(), 1u);
+  const Json& svc = creates[0].object;
+  EXPECT_EQ(svc["metadata"]["name"], "llama");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["publishNotReadyAddresses"], true);
+  EXPECT_EQ(svc["spec"]["selector"]["training.kubeflow.org/job-name"], "llama");
+  EXPECT_EQ(svc["spec"]["ports"][0]["port"], 29500);
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["uid"], "uid-llama");
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(svc["metadata"]["annotations"]["ncclguard.io/master-addr"],
+            "llama-master-0.llama.team-a.svc.cluster.local");
+  // Once the Service exists, nothing is left to do.
+  EXPECT_EQ(Converge(key_), 2);
+  EXPECT_EQ(cluster_.ServiceCount(), 1u);
+}
+
+TEST_F(Reconciler, ServicePortFollowsThePolicyAndDriftIsRepaired) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  ASSERT_GT(Converge(key_), 0);
+  cluster_.policy().rendezvous_port = 23456;
+  const auto result = Reconcile(key_);
+  const auto patches = Only<MergePatch>(result.actions);
+  ASSERT_EQ(patches.size(), 1u);
+  EXPECT_EQ(patches[0].target.kind, "Service");
+  EXPECT_EQ(patches[0].patch["spec"]["ports"][0]["port"], 23456);
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+  EXPECT_EQ(cluster_.ServiceCount(), 1u);
+}
+
+TEST_F(Reconciler, NeverTouchesAServiceTheJobDoesNotOwnAndReportsItOnce) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  cluster_.AddService({{"apiVersion", "v1"},
+                       {"kind", "Service"},
+                       {"metadata", {{"name", "llama"}, {"namespace", "team-a"}}},
+                       {"spec", {{"selector", {{"app", "other"}}}}}});
+  const auto result = Reconcile(key_);
+  EXPECT_TRUE(Only<CreateObject>(result.actions).empty());
+  EXPECT_TRUE(Only<MergePatch>(result.actions).empty());
+  const auto events = Only<RecordEvent>(result.actions);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "RendezvousServiceConflict");
+  EXPECT_NE(events[0].note.find("#dns-rendezvous"), std::string::npos);
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+  EXPECT_EQ(cluster_.Service("team-a", "llama").value()["spec"]["selector"]["app"], "other");
+}
+
+TEST_F(Reconciler, AcceptsAServiceTheJobsOwnOperatorMade) {
+  Json jobset{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+              {"kind", "JobSet"},
+              {"metadata", {{"name", "js"}, {"namespace", "team-a"}, {"uid", "uid-js"}}},
+              {"spec", {{"replicatedJobs", Json::array()}}}};
+  cluster_.AddJob(jobset);
+  cluster_.AddService(
+      {{"apiVersion", "v1"},
+       {"kind", "Service"},
+       {"metadata",
+        {{"name", "js"},
+         {"namespace", "team-a"},
+         {"ownerReferences", {{{"uid", "uid-js"}, {"controller", true}, {"kind", "JobSet"}}}}}},
+       {"spec",
+        {{"clusterIP", "None"}, {"selector", {{"jobset.sigs.k8s.io/jobset-name", "js"}}}}}});
+  EXPECT_TRUE(Reconcile({JobKind::JobSet, "team-a", "js"}).actions.empty());
+}
+
+TEST_F(Reconciler, LeavesTheMpiJobServiceToTheMpiOperator) {
+  Json mpi{{"apiVersion", "kubeflow.org/v2beta1"},
+           {"kind", "MPIJob"},
+           {"metadata", {{"name", "bert"}, {"namespace", "team-a"}}},
+           {"spec", {{"mpiReplicaSpecs", Json::object()}}}};
+  cluster_.AddJob(mpi);
+  EXPECT_TRUE(Reconcile({JobKind::MpiJob, "team-a", "bert"}).actions.empty());
+  EXPECT_EQ(cluster_.ServiceCount(), 0u);
+}
+
+TEST_F(Reconciler, HoldsAGatedJobUntilEnoughNodesAreValidated) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));  // 4 pods x 8 GPUs = 4 nodes
+  AddP5Nodes(3, 1);
+  const auto result = Reconcile(key_);
+  ASSERT_TRUE(result.requeue_after);
+  EXPECT_EQ(*result.requeue_after, std::chrono::seconds(10));
+  // No release.
+  for (const MergePatch& p : Only<MergePatch>(result.actions)) EXPECT_TRUE(p.status_subresource);
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+
+  const Json& job = cluster_.JobObject(key_);
+  const Json preflight = Condition(job, "NcclPreflight");
+  ASSERT_TRUE(preflight.is_object());
+  EXPECT_EQ(preflight["status"], "False");
+  EXPECT_EQ(preflight["reason"], "InsufficientValidatedNodes");
+  EXPECT_EQ(preflight["message"],
+            "3/4 p5.48xlarge nodes validated; node node-x0 failed efa-device-count: 30 of 32 EFA "
+            "devices \u2014 see "
+            "https://github.com/ncclguard/ncclguard/blob/main/docs/guide.md#efa-config");
+  EXPECT_EQ(preflight["lastTransitionTime"], "2026-12-02T14:00:00Z");
+  const Json diagnosis = Condition(job, "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["reason"], "insufficient-validated-nodes");
+  EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], true);
+  EXPECT_EQ(job["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
+
+  bool warned = false;
+  for (const Json& e : cluster_.events()) {
+    if (e["reason"] == "insufficient-validated-nodes") {
+      warned = true;
+      EXPECT_EQ(e["type"], "Warning");
+      EXPECT_NE(e["note"].get<std::string>().find("3/4 p5.48xlarge"), std::string::npos);
+      EXPECT_NE(e["note"].get<std::string>().find("#efa-config"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(warned);
+
+  // Same state: nothing new to say, and the requeue backs off with the time held.
+  const auto again = Reconcile(key_, kNow + std::chrono::seconds(40));
+  EXPECT_TRUE(again.actions.empty());
+  EXPECT_EQ(*again.requeue_after, std::chrono::seconds(40));
+  EXPECT_EQ(*Reconcile(key_, kNow + std::chrono::hours(2)).requeue_after,
+            std::chrono::seconds(300));
+}
+
+TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  AddP5Nodes(3, 1);
+  ASSERT_GT(Converge(key_), 0);
+  cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+
+  const auto result = Reconcile(key_, kNow + std::chrono::minutes(1));
+  EXPECT_FALSE(result.requeue_after);
+  const auto patches = Only<MergePatch>(result.actions);
+  ASSERT_EQ(patches.size(), 2u);
+  EXPECT_TRUE(patches[0].status_subresource);
+  EXPECT_EQ(patches[1].patch["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(patches[1].patch["metadata"]["annotations"]["ncclguard.io/gate"], "admitted");
+  ASSERT_EQ(cluster_.Apply(result.actions), 0) << "status patch first, then the release";
+
+  const Json& job = cluster_.JobObject(key_);
+  EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(Condition(job, "NcclPreflight")["status"], "True");
+  EXPECT_EQ(Condition(job, "NcclPreflight")["lastTransitionTime"], "2026-12-02T14:01:00Z");
+  EXPECT_EQ(Condition(job, "NcclDiagnosis")["status"], "False");
+  const auto admitted = Only<RecordEvent>(result.actions);
+  ASSERT_EQ(admitted.size(), 1u) << "a job that was held is told of its release";
+  EXPECT_EQ(admitted[0].reason, "Admitted");
+  EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+}
+
+TEST_F(Reconciler, AJobReleasedAtItsFirstLookGetsTheConditionButNoEvent) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  AddP5Nodes(4, 0);
+  const auto result = Reconcile(key_);
+  EXPECT_TRUE(Only<RecordEvent>(result.actions).empty());
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  const Json& job = cluster_.JobObject(key_);
+  EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(Condition(job, "NcclPreflight")["status"], "True");
+  EXPECT_EQ(Condition(job, "NcclPreflight")["reason"], "ValidatedNodesAvailable");
+}
+
+TEST_F(Reconciler, CordonedAndUnprobedNodesDoNotCountUnlessThePolicySaysSo) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, true));  // 2 nodes
+  cluster_.AddNode("a", "p5.48xlarge", "Pass", Json::array(), /*cordoned=*/true);
+  cluster_.AddNode("b", "p5.48xlarge", "");
+  cluster_.AddNode("c", "p5.48xlarge", "");
+  cluster_.AddNode("d", "p4d.24xlarge", "Pass");
+  auto held = Reconcile(key_);
+  ASSERT_EQ(cluster_.Apply(held.actions), 0);
+  const std::string message = Condition(cluster_.JobObject(key_), "NcclPreflight")["message"];
+  EXPECT_EQ(message.rfind("0/2 p5.48xlarge nodes validated; 2 not yet validated, 1 cordoned", 0),
+            0u)
+      << message;
+
+  cluster_.policy().gate.count_unvalidated_nodes = true;
+  const auto released = Reconcile(key_);
+  ASSERT_EQ(Only<MergePatch>(released.actions).size(), 2u);
+}
+
+TEST_F(Reconciler, AJobWithoutTheGateAnnotationIsNeverSuspendedOrReleased) {
+  Json job = P5PyTorchJob("team-a", "llama", 3, false);
+  job["spec"]["runPolicy"]["suspend"] = true;  // the user's own suspension
+  cluster_.AddJob(job);
+  const auto result = Reconcile(key_);
+  for (const MergePatch& p : Only<MergePatch>(result.actions)) {
+    EXPECT_EQ(p.target.kind, "Service") << p.patch.dump();
+  }
+  EXPECT_FALSE(result.requeue_after);
+}
+
+TEST_F(Reconciler, GateDisabledInThePolicyReleasesPendingJobs) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  cluster_.policy().gate.enabled = false;
+  ASSERT_GT(Converge(key_), 0);
+  const Json& job = cluster_.JobObject(key_);
+  EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(Condition(job, "NcclPreflight")["reason"], "GateDisabled");
+}
+
+TEST_F(Reconciler, IgnoresJobsOutsideOptedInNamespacesButNeverLeavesThemStuck) {
+  cluster_.AddJob(P5PyTorchJob("plain", "free", 1, false));
+  EXPECT_TRUE(Reconcile({JobKind::PyTorchJob, "plain", "free"}).actions.empty());
+
+  cluster_.AddJob(P5PyTorchJob("plain", "stuck", 1, true));
+  const JobKey stuck{JobKind::PyTorchJob, "plain", "stuck"};
+  const auto result = Reconcile(stuck);
+  EXPECT_TRUE(Only<CreateObject>(result.actions).empty());
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  EXPECT_EQ(cluster_.JobObject(stuck)["spec"]["runPolicy"]["suspend"], false);
+}
+
+TEST_F(Reconciler, BatchJobsNeedTheManagedLabel) {
+  Json job{{"apiVersion", "batch/v1"},
+           {"kind", "Job"},
+           {"metadata", {{"name", "train"}, {"namespace", "team-a"}}},
+           {"spec",
+            {{"completionMode", "Indexed"},
+             {"completions", 2},
+             {"parallelism", 2},
+             {"template", {{"spec", {{"containers", {{{"name", "c"}, {"image", "x:1"}}}}}}}}}}};
+  cluster_.AddJob(job);
+  const JobKey key{JobKind::BatchJob, "team-a", "train"};
+  EXPECT_TRUE(Reconcile(key).actions.empty());
+
+  job["metadata"]["labels"]["ncclguard.io/managed"] = "true";
+  cluster_.AddJob(job);
+  const auto creates = Only<CreateObject>(Reconcile(key).actions);
+  ASSERT_EQ(creates.size(), 1u);
+  EXPECT_EQ(creates[0].object["spec"]["selector"]["batch.kubernetes.io/job-name"], "train");
+  EXPECT_EQ(creates[0].object["metadata"]["annotations"]["ncclguard.io/master-addr"],
+            "train-0.train.team-a.svc.cluster.local");
+}
+
+TEST_F(Reconciler, ASpecTheRulesCannotReadGetsAConditionNotACrash) {
+  Json job = P5PyTorchJob("team-a", "llama", 1, true);
+  job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two";
+  cluster_.AddJob(job);
+  controllers::ReconcileResult result;
+  ASSERT_NO_THROW(result = Reconcile(key_));
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  const Json& stored = cluster_.JobObject(key_);
+  const Json preflight = Condition(stored, "NcclPreflight");
+  EXPECT_EQ(preflight["status"], "Unknown");
+  EXPECT_EQ(preflight["reason"], "SpecUnreadable");
+  EXPECT_NE(
+      preflight["message"].get<std::string>().find("/spec/pytorchReplicaSpecs/Worker/replicas"),
+      std::string::npos)
+      << preflight["message"];
+  bool reported = false;
+  for (const Json& e : cluster_.events()) reported |= e["reason"] == "SpecUnreadable";
+  EXPECT_TRUE(reported);
+  // Fail safe: an unreadable spec is not held forever.
+  EXPECT_EQ(stored["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+}
+
+TEST_F(Reconciler, AMalformedJobSetSubdomainIsReportedNotThrown) {
+  Json js{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+          {"kind", "JobSet"},
+          {"metadata", {{"name", "js"}, {"namespace", "team-a"}}},
+          {"spec", {{"network", {{"subdomain", 5}}}, {"replicatedJobs", {{{"name", 7}}}}}}};
+  cluster_.AddJob(js);
+  const JobKey key{JobKind::JobSet, "team-a", "js"};
+  controllers::ReconcileResult result;
+  ASSERT_NO_THROW(result = Reconcile(key));
+  const auto creates = Only<CreateObject>(result.actions);
+  ASSERT_EQ(creates.size(), 1u);
+  EXPECT_EQ(creates[0].object["metadata"]["name"], "js");
+  EXPECT_FALSE(creates[0].object["metadata"].contains("annotations"));
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  EXPECT_EQ(Condition(cluster_.JobObject(key), "NcclPreflight")["reason"], "SpecUnreadable");
+}
+
+TEST_F(Reconciler, GarbageInTheCacheNeverThrows) {
+  Json job = P5PyTorchJob("team-a", "llama", 1, false);
+  job["status"] = {{"conditions", {"not-a-condition", {{"type", 7}}}}};
+  cluster_.AddJob(job);
+  cluster_.AddPod(
+      KubeflowPod("team-a", "llama", "llama-worker-0",
+                  {{"containerStatuses",
+                    {{{"name", 3}, {"state", {{"terminated", {{"exitCode", "137"}}}}}}, "junk"}}}));
+  EXPECT_NO_THROW(Converge(key_));
+}
+
+TEST_F(Reconciler, DiagnosesFailedPodsOnceWithConditionAndEvents) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  cluster_.AddPod(
+      KubeflowPod("team-a", "llama", "llama-master-0", Terminated("pytorch", 137, "OOMKilled")));
+  cluster_.AddPod(KubeflowPod(
+      "team-a", "llama", "llama-worker-0",
+      Terminated("pytorch", 1, "Error",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")));
+  const auto result = Reconcile(key_);
+  const auto events = Only<RecordEvent>(result.actions);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].reason, "gpu-oom");
+  EXPECT_EQ(events[1].reason, "container-oom-killed");
+  EXPECT_NE(events[1].note.find("pod llama-master-0 container pytorch was OOMKilled"),
+            std::string::npos);
+  EXPECT_NE(events[1].note.find("#container-oom"), std::string::npos);
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+
+  const Json diagnosis = Condition(cluster_.JobObject(key_), "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["status"], "True");
+  EXPECT_EQ(diagnosis["reason"], "gpu-oom");
+  EXPECT_EQ(diagnosis["message"],
+            "gpu-oom: pod llama-worker-0 container pytorch ran out of GPU memory (CUDA out of "
+            "memory) (also: container-oom-killed) \u2014 see "
+            "https://github.com/ncclguard/ncclguard/blob/main/docs/guide.md#gpu-oom");
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+}
+
+TEST_F(Reconciler, DiagnosisOutlivesDeletedPods) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  cluster_.AddPod(
+      KubeflowPod("team-a", "llama", "llama-master-0", Terminated("pytorch", 139, "Error")));
+  ASSERT_GT(Converge(key_), 0);
+  FakeCluster after;  // the same objects, the pods gone
+  after.AddNamespace("team-a", true);
+  after.AddJob(cluster_.JobObject(key_));
+  after.AddService(cluster_.Service("team-a", "llama").value());
+  for (const Json& e : cluster_.events()) after.AddEvent(e);
+  EXPECT_TRUE(ReconcileTrainingJob(key_, after, kNow).actions.empty());
+}
+
+TEST_F(Reconciler, VersionDriftAcrossTheJobsNodes) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  auto versions = [](const std::string& nccl) {
+    return Json::array({{{"id", "nccl-version"}, {"status", "Pass"}, {"observed", nccl}},
+                        {{"id", "driver-version"}, {"status", "Pass"}, {"observed", "550.90.07"}}});
+  };
+  cluster_.AddNode("n1", "p5.48xlarge", "Pass", versions("2.21.5"));
+  cluster_.AddNode("n2", "p5.48xlarge", "Pass", versions("2.18.3"));
+  cluster_.AddPod(KubeflowPod("team-a", "llama", "llama-master-0", Json::object(), "n1"));
+  cluster_.AddPod(KubeflowPod("team-a", "llama", "llama-worker-0", Json::object(), "n2"));
+  const auto events = Only<RecordEvent>(Reconcile(key_).actions);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "version-drift");
+  EXPECT_EQ(events[0].note.rfind("the job's nodes run different NCCL versions: 2.18.3 on n2; "
+                                 "2.21.5 on n1",
+                                 0),
+            0u)
+      << events[0].note;
+}
+
+TEST_F(Reconciler, SchedulingFailuresFromPodConditionsAndEvents) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
+  cluster_.AddPod(KubeflowPod(
+      "team-a", "llama", "llama-master-0",
+      {{"conditions",
+        {{{"type", "PodScheduled"},
+          {"status", "False"},
+          {"reason", "Unschedulable"},
+          {"message", "0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa."}}}}}));
+  cluster_.AddPod(KubeflowPod("team-a", "llama", "llama-worker-0", Json::object()));
+  Json event{{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", "e1"}, {"namespace", "team-a"}}},
+             {"involvedObject", {{"kind", "Pod"}, {"name", "llama-worker-0"}}},
+             {"reason", "FailedScheduling"}};
+  event["message"] =
+      "0/4 nodes are available: 4 node(s) had untolerated taint {nvidia.com/gpu: true}.";
+  cluster_.AddEvent(event);
+  const auto events = Only<RecordEvent>(Reconcile(key_).actions);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].reason, "efa-unschedulable");
+  EXPECT_EQ(events[1].reason, "untolerated-taint");
+  EXPECT_NE(events[1].note.find("pod llama-worker-0: 0/4 nodes"), std::string::npos);
+}
+
+TEST_F(Reconciler, ADeletedOrDeletingJobNeedsNothing) {
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+  Json job = P5PyTorchJob("team-a", "llama", 1, true);
+  job["metadata"]["deletionTimestamp"] = "2026-12-02T13:00:00Z";
+  cluster_.AddJob(job);
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+}
+
+TEST_F(Reconciler, AStatusPatchCarriesTheResourceVersionItWasComputedFrom) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  const auto result = Reconcile(key_);
+  // Someone else writes the job between our read and our write: the patch conflicts.
+  cluster_.AddJob(cluster_.JobObject(key_));
+  EXPECT_EQ(cluster_.Apply(result.actions), 1);
+  EXPECT_GT(Converge(key_), 0);
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "False");
+}
+
+TEST_F(Reconciler, JobSetConditionsUseMetaConditionReasons) {
+  Json js{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+          {"kind", "JobSet"},
+          {"metadata", {{"name", "js"}, {"namespace", "team-a"}}},
+          {"spec", {{"replicatedJobs", Json::array()}}}};
+  cluster_.AddJob(js);
+  const JobKey key{JobKind::JobSet, "team-a", "js"};
+  cluster_.AddPod({{"apiVersion", "v1"},
+                   {"kind", "Pod"},
+                   {"metadata",
+                    {{"name", "js-w-0-0"},
+                     {"namespace", "team-a"},
+                     {"labels", {{"jobset.sigs.k8s.io/jobset-name", "js"}}}}},
+                   {"status", Terminated("c", 137, "OOMKilled")}});
+  ASSERT_GT(Converge(key), 0);
+  const Json diagnosis = Condition(cluster_.JobObject(key), "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["reason"], "ContainerOomKilled");
+  EXPECT_FALSE(diagnosis.contains("lastUpdateTime"));
+}
+
+TEST(JobKeysForPod, MapsEachKindsPodLabels) {
+  Json pod{{"metadata",
+            {{"namespace", "ns"},
+             {"labels", {{"training.kubeflow.org/job-name", "a"}}},
+             {"ownerReferences", {{{"kind", "PyTorchJob"}, {"name", "a"}}}}}}};
+  auto keys = controllers::JobKeysForPod(pod);
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].ToString(), "PyTorchJob/ns/a");
+  pod["metadata"]["labels"] = {{"jobset.sigs.k8s.io/jobset-name", "b"},
+                               {"batch.kubernetes.io/job-name", "b-w-0"}};
+  keys = controllers::JobKeysForPod(pod);
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].ToString(), "JobSet/ns/b");
+  EXPECT_EQ(keys[1].ToString(), "Job/ns/b-w-0");
+}
+
+}  // namespace
+}  // namespace ncclguard::test

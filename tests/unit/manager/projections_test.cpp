@@ -1,0 +1,169 @@
+// The controller's cache projections keep everything the reconciler reads: reconciling over
+// projected objects returns exactly the actions that reconciling over whole objects does. And
+// they never throw on objects of the wrong shape.
+#include <gtest/gtest.h>
+
+#include <variant>
+
+#include "controllers/training_job_reconciler.h"
+#include "manager/executor.h"
+#include "manager/projections.h"
+#include "tests/unit/controllers/fake_cluster.h"
+
+namespace ncclguard::test {
+namespace {
+
+using controllers::JobKind;
+
+controllers::Timestamp At() { return controllers::Timestamp(std::chrono::seconds(1'800'000'000)); }
+
+std::string Describe(const std::vector<controllers::Action>& actions) {
+  std::string out;
+  for (const controllers::Action& action : actions) {
+    if (const auto* c = std::get_if<controllers::CreateObject>(&action)) {
+      out += "create " + c->target.name + " " + c->object.dump() + "\n";
+    } else if (const auto* p = std::get_if<controllers::MergePatch>(&action)) {
+      out += "patch " + p->target.name + (p->status_subresource ? "/status " : " ") +
+             p->patch.dump() + "\n";
+    } else if (const auto* e = std::get_if<controllers::RecordEvent>(&action)) {
+      out += "event " + e->reason + " " + e->note + "\n";
+    }
+  }
+  return out;
+}
+
+Json Failed(Json status) {
+  status["phase"] = "Failed";
+  return status;
+}
+
+// A job as the API server returns it: fields no reconciler reads included.
+Json Noisy(Json object) {
+  object["metadata"]["managedFields"] = Json::array({{{"manager", "kubectl"}}});
+  object["metadata"]["creationTimestamp"] = "2026-12-02T14:00:00Z";
+  return object;
+}
+
+void Fill(FakeCluster& cluster, bool projected) {
+  const auto job_projection = manager::JobProjection(JobKind::PyTorchJob);
+  const auto pod_projection = manager::PodProjection();
+  const auto event_projection = manager::EventProjection();
+  cluster.AddNamespace("team", true);
+  cluster.AddNode("n1", "p5.48xlarge", "Pass");
+  cluster.AddNode(
+      "n2", "p5.48xlarge", "Fail",
+      Json::array(
+          {{{"id", "efa-device-count"}, {"status", "Fail"}, {"message", "30 of 32 EFA devices"}}}));
+  Json job = Noisy(P5PyTorchJob("team", "llama", 2));
+  job["metadata"]["uid"] = "uid-1";
+  job["metadata"]["resourceVersion"] = "7";
+  job["status"]["replicaStatuses"] = {{"Master", {{"active", 1}}}};
+  cluster.AddJob(projected ? job_projection(job) : job);
+  std::vector<Json> pods = {
+      KubeflowPod("team", "llama", "llama-master-0",
+                  Failed(Terminated("pytorch", 137, "OOMKilled")), "n1"),
+      KubeflowPod(
+          "team", "llama", "llama-worker-0",
+          Failed(Terminated("pytorch", 1, "Error", "torch.OutOfMemoryError: CUDA out of memory.")),
+          "n2"),
+      KubeflowPod(
+          "team", "llama", "llama-worker-1",
+          {{"phase", "Pending"},
+           {"conditions",
+            {{{"type", "PodScheduled"},
+              {"status", "False"},
+              {"reason", "Unschedulable"},
+              {"message", "0/3 nodes are available: 3 Insufficient vpc.amazonaws.com/efa."}},
+             {{"type", "Initialized"}, {"status", "True"}}}}}),
+  };
+  for (Json& pod : pods) {
+    pod["metadata"]["labels"]["unrelated"] = "x";
+    cluster.AddPod(projected ? pod_projection(Noisy(pod)) : Noisy(pod));
+  }
+  const Json event{{"apiVersion", "events.k8s.io/v1"},
+                   {"kind", "Event"},
+                   {"metadata", {{"name", "e1"}, {"namespace", "team"}}},
+                   {"regarding", {{"kind", "Pod"}, {"name", "llama-worker-1"}, {"uid", "p"}}},
+                   {"reason", "FailedScheduling"},
+                   {"note", "0/3 nodes are available: 1 node(s) had untolerated taint"},
+                   {"type", "Warning"},
+                   {"reportingController", "default-scheduler"}};
+  cluster.AddEvent(projected ? event_projection(event) : event);
+}
+
+TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) {
+  FakeCluster whole;
+  FakeCluster projected;
+  Fill(whole, false);
+  Fill(projected, true);
+  const controllers::JobKey key{JobKind::PyTorchJob, "team", "llama"};
+  const auto expected = controllers::ReconcileTrainingJob(key, whole, At());
+  const auto got = controllers::ReconcileTrainingJob(key, projected, At());
+  ASSERT_FALSE(expected.actions.empty());
+  EXPECT_EQ(Describe(got.actions), Describe(expected.actions));
+  EXPECT_EQ(got.requeue_after, expected.requeue_after);
+  // The diagnoses the pods carry all reach the reconciler through the projection.
+  const std::string described = Describe(got.actions);
+  for (const char* id : {"container-oom-killed", "gpu-oom", "efa-unschedulable",
+                         "untolerated-taint", "insufficient-validated-nodes"}) {
+    EXPECT_NE(described.find(std::string("event ") + id), std::string::npos) << id;
+  }
+}
+
+TEST(ControllerProjections, PodsOfNoManagedJobKeepOnlyTheirIdentity) {
+  const Json pod{{"metadata",
+                  {{"name", "web"},
+                   {"namespace", "a"},
+                   {"uid", "u"},
+                   {"resourceVersion", "1"},
+                   {"labels", {{"app", "web"}}}}},
+                 {"spec", {{"nodeName", "n1"}, {"containers", Json::array()}}},
+                 {"status", {{"phase", "Running"}}}};
+  EXPECT_EQ(
+      manager::PodProjection()(pod),
+      (Json{{"metadata",
+             {{"name", "web"}, {"namespace", "a"}, {"uid", "u"}, {"resourceVersion", "1"}}}}));
+}
+
+TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
+  const std::vector<Json> junk = {
+      Json(nullptr),
+      Json("text"),
+      Json::array({1, 2}),
+      Json{{"metadata", "not an object"}},
+      Json{{"metadata", {{"labels", "x"}, {"ownerReferences", "y"}}}, {"status", 3}},
+      Json{{"metadata",
+            {{"labels", {{"training.kubeflow.org/job-name", "j"}}},
+             {"ownerReferences", {1, "two"}}}},
+           {"spec", {{"nodeName", 5}}},
+           {"status",
+            {{"containerStatuses", {1, {{"state", "x"}}, {{"lastState", {{"terminated", 2}}}}}},
+             {"conditions", "z"}}}},
+      Json{{"regarding", {{"kind", 4}}}, {"reason", Json::array()}},
+      Json{{"regarding", "Pod"}},
+  };
+  for (const Json& object : junk) {
+    SCOPED_TRACE(object.dump());
+    EXPECT_NO_THROW(manager::PodProjection()(object));
+    EXPECT_NO_THROW(manager::JobProjection(JobKind::JobSet)(object));
+    EXPECT_NO_THROW(manager::ServiceProjection()(object));
+    EXPECT_NO_THROW(manager::NodeProjection()(object));
+    EXPECT_NO_THROW(manager::NodeValidationProjection()(object));
+    EXPECT_NO_THROW(manager::NamespaceProjection()(object));
+    EXPECT_NO_THROW(manager::EventProjection()(object));
+  }
+}
+
+TEST(ControllerExecutor, ActionTargetsBecomeClientResources) {
+  const auto job = manager::ResourceFor(
+      {"kubeflow.org/v1", "PyTorchJob", "pytorchjobs", "team", "llama", "uid"});
+  EXPECT_EQ(job.ObjectPath(), "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/llama");
+  const auto service = manager::ResourceFor({"v1", "Service", "services", "team", "llama", ""});
+  EXPECT_EQ(service.ObjectPath(), "/api/v1/namespaces/team/services/llama");
+  const auto policy = manager::ResourceFor(
+      {"ncclguard.io/v1alpha1", "NcclPolicy", "ncclpolicies", "", "default", ""});
+  EXPECT_EQ(policy.ObjectPath(), "/apis/ncclguard.io/v1alpha1/ncclpolicies/default");
+}
+
+}  // namespace
+}  // namespace ncclguard::test
