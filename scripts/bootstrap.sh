@@ -12,6 +12,17 @@ packages=(
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev libcpprest-dev libboost-dev
   libfabric-dev libfabric-bin libjemalloc-dev
 )
+# The test node (scripts/node.sh, scripts/image.sh): container runtime, CNI plugins, image
+# build without a registry. Left out with --no-node (the Dockerfile's build stage).
+node_packages=(
+  containerd runc containernetworking-plugins iptables conntrack buildah debootstrap
+)
+case "${1:-}" in
+  "") packages+=("${node_packages[@]}") ;;
+  --no-node) ;;
+  --node-only) packages=("${node_packages[@]}") ;;
+  *) echo "usage: $0 [--no-node|--node-only]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -25,7 +36,7 @@ fetch_cuda_headers() { "$(dirname "$0")/cuda-headers.sh" >/dev/null; }
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "bootstrap: all ${#packages[@]} packages present" >&2
-  fetch_cuda_headers
+  [ "${1:-}" = --node-only ] || fetch_cuda_headers
   exit 0
 fi
 
@@ -34,5 +45,5 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 echo "bootstrap: installing ${missing[*]}" >&2
 "${sudo_cmd[@]}" apt-get update -qq >&2
 DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fetch_cuda_headers
+[ "${1:-}" = --node-only ] || fetch_cuda_headers
 echo "bootstrap: done" >&2

@@ -3,6 +3,8 @@
 # integration tests, plus kubectl and helm of pinned versions.
 #
 #   scripts/controlplane.sh build    build the binaries once per machine (cached)
+#   scripts/controlplane.sh build node   also kubelet, kube-scheduler,
+#                                    kube-controller-manager and kube-proxy (scripts/node.sh)
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
@@ -61,6 +63,7 @@ module_hash() {
     "$go" version
     cat "$modules_dir/versions.sh"
     declare -f build_module
+    [[ $module != node ]] || declare -f build_node_module
     (cd "$modules_dir/$module" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort |
       while read -r f; do printf '%s\n' "$f"; cat "$f"; done)
   } | sha256sum | cut -d' ' -f1
@@ -106,18 +109,49 @@ build_module() {
   rmdir "$tmp"
 }
 
+# cmd_build [node]: without an argument the control plane (etcd, kube-apiserver,
+# kubectl, helm); with "node" also the node binaries scripts/node.sh runs.
+# build_node_module <go> <package>...: the node module's commands, versioned
+# like the kube module's (kubelet reports its version in the Node's status).
+# A function of its own so that build_module, and with it the stamps of the
+# control plane's modules, stay as they were.
+build_node_module() {
+  local go="$1"; shift
+  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  local date ldflags="-s -w" pkg
+  date="$(release_time "$go" "k8s.io/kubernetes@$KUBERNETES_VERSION")"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitCommit=unknown -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  local tmp; tmp="$(mktemp -d "$cache_dir/.build-node.XXXXXX")"
+  (cd "$modules_dir/node" &&
+    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
+      "$go" build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") || { rm -rf "$tmp"; return 1; }
+  local f
+  for f in "$tmp"/*; do mv -f "$f" "$bin_dir/"; done
+  rmdir "$tmp"
+}
+
 cmd_build() {
-  local go; go="$(find_go)"
+  local what="${1:-}" go; go="$(find_go)"
   mkdir -p "$bin_dir" "$cache_dir/stamps"
   # Several test binaries may call build at once; one builds, the others wait.
   exec 9>"$cache_dir/.build.lock"
   flock 9
   local spec module binaries packages
   # module | binaries it produces | packages to build
-  for spec in \
-    "etcd|etcd|." \
-    "kube|kube-apiserver kubectl|./cmd/kube-apiserver ./cmd/kubectl" \
-    "helm|helm|helm.sh/helm/v3/cmd/helm"; do
+  local specs=(
+    "etcd|etcd|."
+    "kube|kube-apiserver kubectl|./cmd/kube-apiserver ./cmd/kubectl"
+    "helm|helm|helm.sh/helm/v3/cmd/helm"
+  )
+  case "$what" in
+    "") ;;
+    node) specs+=("node|kubelet kube-scheduler kube-controller-manager kube-proxy|./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager ./cmd/kube-proxy") ;;
+    *) die "build: unknown component '$what' (known: node)" ;;
+  esac
+  for spec in "${specs[@]}"; do
     IFS='|' read -r module binaries packages <<<"$spec"
     local hash stamp="$cache_dir/stamps/$module" fresh=1 b
     hash="$(module_hash "$module" "$go")"
@@ -129,7 +163,11 @@ cmd_build() {
     log "building $binaries (module scripts/controlplane/$module) ..."
     local start=$SECONDS
     # shellcheck disable=SC2086 # packages is a word list
-    build_module "$go" "$module" $packages || die "building $binaries failed (see the go output above)"
+    if [[ $module == node ]]; then
+      build_node_module "$go" $packages || die "building $binaries failed (see the go output above)"
+    else
+      build_module "$go" "$module" $packages || die "building $binaries failed (see the go output above)"
+    fi
     printf '%s\n' "$hash" >"$stamp"
     log "built $binaries in $((SECONDS - start))s"
   done
@@ -565,13 +603,13 @@ cmd_start_apiserver() {
 
 main() {
   case "${1:-}" in
-    build) cmd_build ;;
+    build) cmd_build "${2:-}" ;;
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
     stop-apiserver) cmd_stop_apiserver ;;
     start-apiserver) cmd_start_apiserver ;;
-    *) printf 'usage: %s build|start|stop|status|stop-apiserver|start-apiserver\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [node]|start|stop|status|stop-apiserver|start-apiserver\n' "$0" >&2; exit 2 ;;
   esac
 }
 

@@ -1,0 +1,761 @@
+#!/usr/bin/env bash
+# A real single-node Kubernetes cluster for ncclguard's tests: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, containerd (runc), kubelet and kube-proxy,
+# all inside a network namespace of their own that has no interface leading out of
+# it, and a mount namespace of their own whose mounts vanish with them.
+#
+#   scripts/node.sh build     build/cache the binaries (scripts/controlplane.sh build node)
+#                             and the pause image
+#   scripts/node.sh start     start the node; stdout is eval-able (KUBECONFIG, PATH with
+#                             kubectl and helm); returns once the Node is Ready
+#   scripts/node.sh stop      stop everything start started; leaves no process, mount,
+#                             network namespace, veth, cgroup or iptables rule
+#   scripts/node.sh status    what runs and what is left over (exit 0 only when it runs)
+#   scripts/node.sh import <docker-archive.tar>   load an image into the node's containerd
+#   scripts/node.sh exec <command...>            run a command inside the node's namespaces
+#
+# Network: the namespace holds lo, a dummy "node0" (the node IP, and the service range
+# routed onto it, where unanswered packets are discarded), and the CNI bridge "cni0"
+# with the pods. No default route, no veth to the host. The host reaches the API
+# server through scripts/node/forward.py, which listens on 127.0.0.1 on the host and
+# connects from inside the namespace.
+#
+# Environment:
+#   NCCLGUARD_NODE_DIR            state dir (default ${XDG_RUNTIME_DIR:-/tmp}/ncclguard-node)
+#   NCCLGUARD_NODE_READY_TIMEOUT  seconds to wait for the Node to be Ready (default 120)
+#   NCCLGUARD_NODE_INSTANCE_TYPE  the Node's node.kubernetes.io/instance-type label
+#                                 (default ncclguard-test-node)
+#   NCCLGUARD_CONTROLPLANE_CACHE  binary cache, shared with scripts/controlplane.sh
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=controlplane/versions.sh
+source "$script_dir/controlplane/versions.sh"
+
+cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard"
+cache_dir="${NCCLGUARD_CONTROLPLANE_CACHE:-$cache_root/controlplane/$KUBERNETES_VERSION}"
+bin_dir="$cache_dir/bin"
+image_cache="$cache_root/images"
+state_dir="${NCCLGUARD_NODE_DIR:-${XDG_RUNTIME_DIR:-/tmp}/ncclguard-node}"
+state_dir="$(realpath -m "$state_dir")"
+ready_timeout="${NCCLGUARD_NODE_READY_TIMEOUT:-120}"
+instance_type="${NCCLGUARD_NODE_INSTANCE_TYPE:-ncclguard-test-node}"
+
+# Names derived from the state dir, so that stop and status find what a start
+# left even when the state dir is gone, and two instances never share one.
+instance_id="$(printf '%s' "$state_dir" | sha256sum | cut -c1-8)"
+netns="ncclguard-node-$instance_id"
+cgroup_name="ncclguard-node-$instance_id"
+node_name="ncclguard-node"
+node_ip=10.233.0.1
+pod_cidr=10.244.0.0/24
+pod_gateway=10.244.0.1
+service_cidr=10.96.0.0/24
+kubernetes_service_ip=10.96.0.1
+pause_image="localhost/ncclguard-node/pause:1"
+marker_file=".ncclguard-node"
+
+log() { printf 'node: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------- build
+
+pause_archive="$image_cache/pause-1.tar"
+
+# The sandbox image: a static pause binary in an image of its own (no registry).
+build_pause_image() {
+  local src="$script_dir/node/pause.c" stamp="$image_cache/pause-1.stamp" hash
+  hash="$(cat "$src" "$0" | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$pause_archive" && -f "$stamp" && "$(cat "$stamp")" == "$hash" ]]; then
+    log "pause image: up to date"
+    return 0
+  fi
+  command -v buildah >/dev/null || die "buildah not found (scripts/bootstrap.sh installs it)"
+  mkdir -p "$image_cache"
+  local tmp; tmp="$(mktemp -d)"
+  gcc -static -O2 -Wall -Wextra -Werror -o "$tmp/pause" "$src" || { rm -rf "$tmp"; die "compiling pause.c failed"; }
+  local ctr
+  ctr="$(buildah from scratch)"
+  buildah copy "$ctr" "$tmp/pause" /pause >/dev/null
+  buildah config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
+  buildah commit -q --rm "$ctr" "$pause_image" >/dev/null
+  rm -f "$pause_archive.tmp"
+  buildah push -q "$pause_image" "docker-archive:$pause_archive.tmp:$pause_image" >/dev/null
+  mv -f "$pause_archive.tmp" "$pause_archive"
+  rm -rf "$tmp"
+  printf '%s\n' "$hash" >"$stamp"
+  log "pause image built: $pause_archive"
+}
+
+cmd_build() {
+  "$script_dir/bootstrap.sh" --node-only
+  "$script_dir/controlplane.sh" build node
+  build_pause_image
+}
+
+# ---------------------------------------------------------------- processes
+
+# pid files hold "<pid> <executable>"; a pid only counts as ours while it still
+# runs that executable, so a recycled pid is never signalled.
+pid_alive() {
+  local pidfile="$1" pid exe running
+  [[ -f "$pidfile" ]] || return 1
+  read -r pid exe <"$pidfile" || return 1
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+  running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  [[ -z "$exe" || "$running" == "$exe" || "$running" == "$exe (deleted)" ]]
+}
+
+recorded_pid() { local pid _; read -r pid _ <"$1"; printf '%s' "$pid"; }
+
+stop_recorded() {
+  local pidfile="$1" grace="${2:-100}" name pid i
+  name="$(basename "$pidfile" .pid)"
+  pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+  pid="$(recorded_pid "$pidfile")"
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace; i++)); do
+    pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
+    sleep 0.1
+  done
+  log "$name (pid $pid) ignored SIGTERM, sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+}
+
+# The cgroup v1 hierarchies (or the v2 root) the node's cgroups live in.
+cgroup_hierarchies() {
+  local d
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    printf '%s\n' /sys/fs/cgroup
+    return
+  fi
+  for d in /sys/fs/cgroup/*/; do
+    d="${d%/}"
+    [[ -f "$d/cgroup.procs" ]] && printf '%s\n' "$d"
+  done
+}
+
+# The hierarchy whose cgroup.procs tracks every process of the node.
+tracking_hierarchy() {
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then printf '/sys/fs/cgroup'; else printf '/sys/fs/cgroup/pids'; fi
+}
+
+# Creates the node's cgroup (the kubelet's cgroupRoot) in every hierarchy, and
+# "<it>/daemons" where the daemons run. Everything the node starts (containerd's
+# shims, the containers) is below it, so stop can end them all and remove it.
+create_cgroups() {
+  local h
+  while read -r h; do
+    mkdir -p "$h/$cgroup_name/daemons"
+    if [[ -f "$h/cpuset.cpus" ]]; then
+      cat "$h/cpuset.cpus" >"$h/$cgroup_name/cpuset.cpus"
+      cat "$h/cpuset.mems" >"$h/$cgroup_name/cpuset.mems"
+      cat "$h/cpuset.cpus" >"$h/$cgroup_name/daemons/cpuset.cpus"
+      cat "$h/cpuset.mems" >"$h/$cgroup_name/daemons/cpuset.mems"
+    fi
+  done < <(cgroup_hierarchies)
+}
+
+# Pids of every process in the node's cgroup tree.
+cgroup_pids() {
+  local root; root="$(tracking_hierarchy)/$cgroup_name"
+  [[ -d "$root" ]] || return 0
+  find "$root" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un
+}
+
+kill_cgroup_processes() {
+  local pids i
+  for ((i = 0; i < 50; i++)); do
+    pids="$(cgroup_pids)"
+    [[ -n "$pids" ]] || return 0
+    # shellcheck disable=SC2086 # one pid a word
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+  done
+  log "warning: processes left in the node's cgroup: $(cgroup_pids | tr '\n' ' ')"
+}
+
+remove_cgroups() {
+  local h d
+  while read -r h; do
+    [[ -d "$h/$cgroup_name" ]] || continue
+    # Deepest first: a cgroup is removed with rmdir once its children are gone.
+    while read -r d; do
+      rmdir "$d" 2>/dev/null || true
+    done < <(find "$h/$cgroup_name" -depth -type d)
+    [[ ! -d "$h/$cgroup_name" ]] || log "warning: could not remove $h/$cgroup_name"
+  done < <(cgroup_hierarchies)
+}
+
+# spawn <name> <where> <exe> <args...>: starts <exe> in the node's cgroup, inside
+# the node's namespaces (where=node) or in the caller's (where=host), output in
+# log/<name>.log, pid in <name>.pid; returns once it runs <exe>.
+spawn() {
+  local name="$1" where="$2" exe="$3"; shift 3
+  local log_file="$state_dir/log/$name.log" pid i
+  exe="$(readlink -f "$exe")"
+  local enter=()
+  [[ $where == host ]] || enter=(nsenter --target "$(recorded_pid "$state_dir/holder.pid")" --mount --net --)
+  printf '==== %s %s\n' "$(date -u +%FT%TZ)" "$exe $*" >>"$log_file"
+  (
+    printf '%s\n' "$BASHPID" >"$(tracking_hierarchy)/$cgroup_name/daemons/cgroup.procs"
+    exec "${enter[@]}" "$exe" "$@"
+  ) </dev/null >>"$log_file" 2>&1 &
+  pid=$!
+  disown "$pid"
+  printf '%s %s\n' "$pid" "$exe" >"$state_dir/$name.pid"
+  for ((i = 0; i < 300; i++)); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$exe" ]] || return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  fail_start "$name" "$name did not start"
+}
+
+launch() { spawn "$1" node "${@:2}"; }
+
+# in_node <command...>: runs a command in the node's network and mount namespaces.
+in_node() {
+  local holder; holder="$(recorded_pid "$state_dir/holder.pid")"
+  nsenter --target "$holder" --mount --net -- "$@"
+}
+
+# wait_until <name> <timeout> <probe...>: 0 once the probe succeeds, 1 if the
+# process died, 2 on timeout.
+wait_until() {
+  local name="$1" timeout="$2"; shift 2
+  local deadline=$((SECONDS + timeout))
+  while ((SECONDS < deadline)); do
+    pid_alive "$state_dir/$name.pid" || return 1
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 2
+}
+
+fail_start() {
+  local name="$1"; shift
+  log "error: $*"
+  if [[ -f "$state_dir/log/$name.log" ]]; then
+    log "---- last 40 lines of $state_dir/log/$name.log ----"
+    tail -n 40 "$state_dir/log/$name.log" >&2 || true
+  fi
+  exit 1
+}
+
+started() {
+  local name="$1" rc="$2" what="$3"
+  case $rc in
+    0) return 0 ;;
+    1) fail_start "$name" "$name exited while starting" ;;
+    *) fail_start "$name" "$name: $what not reached after ${ready_timeout}s" ;;
+  esac
+}
+
+# ---------------------------------------------------------------- state
+
+generate_pki() {
+  local pki="$state_dir/pki"
+  mkdir -p "$pki"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" -subj "/CN=ncclguard-node-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null ||
+    die "openssl: creating the CA failed"
+  # leaf <name> <subject> <extendedKeyUsage> [subjectAltName]
+  leaf() {
+    local ext
+    ext="$(printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' "extendedKeyUsage=$3")"
+    [[ -z "${4:-}" ]] || ext+=$'\n'"subjectAltName=$4"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -keyout "$pki/$1.key" -out "$pki/$1.csr" -subj "$2" 2>/dev/null || die "openssl: creating the $1 key failed"
+    openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+      -days 3650 -out "$pki/$1.crt" -extfile <(printf '%s\n' "$ext") 2>/dev/null || die "openssl: signing the $1 certificate failed"
+    rm -f "$pki/$1.csr"
+  }
+  leaf apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,IP:$node_ip,IP:$kubernetes_service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  leaf admin "/O=system:masters/CN=ncclguard-admin" clientAuth
+  leaf kubelet "/O=system:nodes/CN=system:node:$node_name" clientAuth
+  leaf kubelet-serving "/O=system:nodes/CN=system:node:$node_name" serverAuth "IP:$node_ip,DNS:$node_name"
+  leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  leaf kube-scheduler "/CN=system:kube-scheduler" clientAuth
+  leaf kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
+  leaf kube-proxy "/CN=system:kube-proxy" clientAuth
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key" 2>/dev/null &&
+    openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null || die "openssl: creating the service-account key failed"
+  chmod 600 "$pki"/*.key
+}
+
+# kubeconfig <file> <server> <cert name>
+write_kubeconfig() {
+  local file="$1" server="$2" cert="$3" pki="$state_dir/pki"
+  cat >"$file" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: ncclguard-node
+  cluster:
+    server: $server
+    certificate-authority: $pki/ca.crt
+users:
+- name: $cert
+  user:
+    client-certificate: $pki/$cert.crt
+    client-key: $pki/$cert.key
+contexts:
+- name: ncclguard-node
+  context:
+    cluster: ncclguard-node
+    user: $cert
+current-context: ncclguard-node
+KUBECONFIG
+  chmod 600 "$file"
+}
+
+write_configs() {
+  local c="$state_dir/config" in_ns="https://$node_ip:6443"
+  mkdir -p "$c" "$state_dir/cni/net.d" "$state_dir/cni/ipam" "$state_dir/pod-logs"
+  local name
+  for name in kubelet kube-scheduler kube-controller-manager kube-proxy; do
+    write_kubeconfig "$c/$name.kubeconfig" "$in_ns" "$name"
+  done
+  # No DNS server exists on the node; pods get an empty resolv.conf rather than
+  # the host's, whose resolvers are unreachable from the namespace anyway.
+  : >"$c/resolv.conf"
+
+  cat >"$c/containerd.toml" <<TOML
+version = 2
+root = "$state_dir/containerd/root"
+state = "$state_dir/containerd/state"
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
+]
+[grpc]
+  address = "$state_dir/containerd.sock"
+[ttrpc]
+  address = "$state_dir/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$state_dir/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  # No CAP_SYS_RESOURCE here: without this every sandbox fails with
+  # "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        Root = "$state_dir/containerd/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cni_bin_dir"
+    conf_dir = "$state_dir/cni/net.d"
+TOML
+
+  # No ipMasq: nothing is translated, and nothing has anywhere to go but the bridge.
+  cat >"$state_dir/cni/net.d/10-ncclguard-node.conflist" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "ncclguard-node",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$state_dir/cni/ipam",
+        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$pod_gateway"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    }
+  ]
+}
+JSON
+
+  cat >"$c/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $node_ip
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $state_dir/pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $state_dir/pki/kubelet-serving.crt
+tlsPrivateKeyFile: $state_dir/pki/kubelet-serving.key
+cgroupDriver: cgroupfs
+cgroupRoot: /$cgroup_name
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix://$state_dir/containerd.sock
+podLogsDir: $state_dir/pod-logs
+resolvConf: $c/resolv.conf
+clusterDomain: cluster.local
+# The images cannot be pulled again (no registry): never collect them, and keep
+# the node schedulable on a nearly full disk.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+  nodefs.inodesFree: "1%"
+serializeImagePulls: false
+YAML
+
+  cat >"$c/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: $pod_cidr
+hostnameOverride: $node_name
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+clientConnection:
+  kubeconfig: $c/kube-proxy.kubeconfig
+# conntrack sysctls are global, not the namespace's: leave them alone.
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+YAML
+}
+
+# ---------------------------------------------------------------- start
+
+cni_bin_dir=/usr/lib/cni
+
+require() {
+  local b
+  for b in etcd kube-apiserver kubectl helm kubelet kube-scheduler kube-controller-manager kube-proxy; do
+    [[ -x "$bin_dir/$b" ]] || die "not built: run scripts/node.sh build (missing $bin_dir/$b)"
+  done
+  [[ -f "$pause_archive" ]] || die "no pause image: run scripts/node.sh build"
+  for b in containerd ctr runc ip iptables nsenter openssl python3 curl; do
+    command -v "$b" >/dev/null || die "$b not found (scripts/bootstrap.sh installs the node's packages)"
+  done
+  [[ -x "$cni_bin_dir/bridge" && -x "$cni_bin_dir/host-local" && -x "$cni_bin_dir/loopback" ]] ||
+    die "CNI plugins not found in $cni_bin_dir (package containernetworking-plugins)"
+  ((EUID == 0)) || die "must run as root (network namespace, mounts, cgroups)"
+}
+
+# The network namespace: lo, the node IP on a dummy device that also swallows
+# the service range, and the pods' bridge. Nothing else, so nothing leaves.
+create_netns() {
+  ip netns add "$netns"
+  ip -n "$netns" link set lo up
+  # A dummy device, or where the kernel has none an ifb one (no tc redirect: it
+  # drops what it is given, NOARP); either counts what it discards.
+  ip -n "$netns" link add node0 type dummy 2>/dev/null || ip -n "$netns" link add node0 type ifb ||
+    die "the kernel offers neither a dummy nor an ifb device"
+  ip -n "$netns" addr add "$node_ip/32" dev node0
+  ip -n "$netns" link set node0 up
+  # A route must exist for a ClusterIP before kube-proxy's DNAT can rewrite it;
+  # one nobody answers is discarded by the dummy device.
+  ip -n "$netns" route add "$service_cidr" dev node0
+  ip -n "$netns" link add cni0 type bridge
+  ip -n "$netns" addr add "$pod_gateway/${pod_cidr#*/}" dev cni0
+  ip -n "$netns" link set cni0 up
+}
+
+# The holder keeps the namespaces alive: it sits in the network namespace and
+# in a mount namespace of its own (a slave of the host's: host mounts show,
+# ours never reach the host), which every daemon then joins. Paths the daemons
+# write to that no flag moves are covered with tmpfs there, so nothing lands on
+# the host. (Not `ip netns exec`: its fresh /sys has no cgroup mounts.)
+start_holder() {
+  (
+    printf '%s\n' "$BASHPID" >"$(tracking_hierarchy)/$cgroup_name/daemons/cgroup.procs"
+    exec nsenter --net="/run/netns/$netns" -- unshare --mount --propagation slave -- sleep infinity
+  ) </dev/null >>"$state_dir/log/holder.log" 2>&1 &
+  local pid=$! i exe
+  disown "$pid"
+  exe="$(readlink -f "$(command -v sleep)")"
+  for ((i = 0; i < 200; i++)); do
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$exe" ]] || break
+    sleep 0.01
+  done
+  printf '%s %s\n' "$pid" "$exe" >"$state_dir/holder.pid"
+  local d
+  for d in /run/containerd /var/log/containers /var/log/pods /var/lib/cni /run/netns; do
+    in_node sh -c "mkdir -p '$d' && mount -t tmpfs -o mode=755 ncclguard-node '$d'" ||
+      fail_start holder "mounting a tmpfs on $d in the node's mount namespace failed"
+  done
+}
+
+apiserver_probe() {
+  in_node curl -fsS --max-time 3 --cacert "$state_dir/pki/ca.crt" --cert "$state_dir/pki/admin.crt" \
+    --key "$state_dir/pki/admin.key" "https://$node_ip:6443/readyz"
+}
+
+start_control_plane() {
+  local pki="$state_dir/pki" rc
+  launch etcd "$bin_dir/etcd" --name=ncclguard-node --data-dir="$state_dir/etcd" \
+    --listen-client-urls=http://127.0.0.1:2379 --advertise-client-urls=http://127.0.0.1:2379 \
+    --listen-peer-urls=http://127.0.0.1:2380 --initial-advertise-peer-urls=http://127.0.0.1:2380 \
+    --initial-cluster=ncclguard-node=http://127.0.0.1:2380 --initial-cluster-state=new \
+    --unsafe-no-fsync --log-level=warn
+  rc=0; wait_until etcd "$ready_timeout" in_node curl -fsS --max-time 2 http://127.0.0.1:2379/health || rc=$?
+  started etcd "$rc" "health"
+
+  # Webhooks and aggregated APIs are dialled at their endpoints, not through the
+  # ClusterIP (--enable-aggregator-routing), so the API server never depends on
+  # kube-proxy's rules for them.
+  launch kube-apiserver "$bin_dir/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$node_ip" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range="$service_cidr" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --allow-privileged=true --enable-aggregator-routing=true
+  rc=0; wait_until kube-apiserver "$ready_timeout" apiserver_probe || rc=$?
+  started kube-apiserver "$rc" "/readyz"
+
+  launch kube-controller-manager "$bin_dir/kube-controller-manager" \
+    --kubeconfig="$state_dir/config/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$state_dir/config/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$state_dir/config/kube-controller-manager.kubeconfig" \
+    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false \
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+    --bind-address=127.0.0.1 --secure-port=10257
+  launch kube-scheduler "$bin_dir/kube-scheduler" \
+    --kubeconfig="$state_dir/config/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$state_dir/config/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$state_dir/config/kube-scheduler.kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259
+}
+
+start_forwarder() {
+  local rc python=/usr/bin/python3
+  [[ -x $python ]] || python="$(command -v python3)"
+  # The forwarder runs in the host's network namespace (that is the point), but
+  # in the node's cgroup so stop ends it with the rest.
+  spawn forward host "$python" "$script_dir/node/forward.py" "/run/netns/$netns" 0 "$node_ip" 6443 "$state_dir/forward.port"
+  rc=0; wait_until forward 10 test -s "$state_dir/forward.port" || rc=$?
+  started forward "$rc" "a listening port"
+  forward_port="$(cat "$state_dir/forward.port")"
+}
+
+start_node_daemons() {
+  local rc
+  launch containerd "$(command -v containerd)" --config "$state_dir/config/containerd.toml"
+  rc=0; wait_until containerd "$ready_timeout" ctr --address "$state_dir/containerd.sock" version || rc=$?
+  started containerd "$rc" "its socket"
+  ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$pause_archive" >/dev/null ||
+    fail_start containerd "importing the pause image failed"
+
+  launch kubelet "$bin_dir/kubelet" --config="$state_dir/config/kubelet.yaml" \
+    --kubeconfig="$state_dir/config/kubelet.kubeconfig" --root-dir="$state_dir/kubelet" \
+    --hostname-override="$node_name" --node-ip="$node_ip" \
+    --node-labels="node.kubernetes.io/instance-type=$instance_type"
+  launch kube-proxy "$bin_dir/kube-proxy" --config="$state_dir/config/kube-proxy.yaml"
+}
+
+node_ready() {
+  [[ "$("$bin_dir/kubectl" --kubeconfig "$state_dir/kubeconfig" get node "$node_name" \
+    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+}
+
+cmd_start() {
+  require
+  if [[ -d "$state_dir" ]]; then
+    [[ -f "$state_dir/$marker_file" ]] || [[ -z "$(ls -A "$state_dir")" ]] ||
+      die "$state_dir exists and was not created by node.sh; refusing to use it"
+    if [[ -f "$state_dir/holder.pid" ]] && pid_alive "$state_dir/holder.pid"; then
+      die "a node already runs in $state_dir; run 'scripts/node.sh stop' (same NCCLGUARD_NODE_DIR) first"
+    fi
+  fi
+  # Whatever a crashed run left (processes, cgroups, namespace) goes first.
+  cleanup_leftovers
+  # A start that fails anywhere from here on takes down what it started.
+  trap start_failed EXIT
+  mkdir -p "$state_dir/log"
+  chmod 700 "$state_dir"
+  touch "$state_dir/$marker_file"
+  local begin=$SECONDS
+  log "starting node $node_name in network namespace $netns (state in $state_dir)"
+  generate_pki
+  write_configs
+  create_cgroups
+  create_netns
+  start_holder
+  start_control_plane
+  start_forwarder
+  write_kubeconfig "$state_dir/kubeconfig" "https://127.0.0.1:$forward_port" admin
+  start_node_daemons
+  local deadline=$((SECONDS + ready_timeout)) name
+  until node_ready; do
+    for name in containerd kubelet kube-proxy kube-apiserver; do
+      pid_alive "$state_dir/$name.pid" || fail_start "$name" "$name exited while the node was coming up"
+    done
+    ((SECONDS < deadline)) || fail_start kubelet "node $node_name not Ready after ${ready_timeout}s"
+    sleep 0.5
+  done
+  cat >"$state_dir/node.env" <<ENV
+KUBECONFIG=$state_dir/kubeconfig
+BIN_DIR=$bin_dir
+NETNS=$netns
+NODE_NAME=$node_name
+NODE_IP=$node_ip
+POD_CIDR=$pod_cidr
+SERVICE_CIDR=$service_cidr
+CONTAINERD_ADDRESS=$state_dir/containerd.sock
+CGROUP=$cgroup_name
+ENV
+  trap - EXIT
+  log "node $node_name Ready in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
+  printf 'export KUBECONFIG=%q\n' "$state_dir/kubeconfig"
+  # shellcheck disable=SC2016 # $PATH is expanded by the eval, not here
+  printf 'export PATH=%q:"$PATH"\n' "$bin_dir"
+}
+
+# ---------------------------------------------------------------- stop
+
+start_failed() {
+  local rc=$?
+  ((rc != 0)) || return 0
+  log "start failed: stopping what it started (set NCCLGUARD_NODE_KEEP_LOGS=<dir> to keep the logs)"
+  cmd_stop >&2 || true
+  exit "$rc"
+}
+
+# Mounts of the host's mount namespace under the state dir (there should be none:
+# the daemons mount in their own namespace).
+host_mounts() {
+  awk -v dir="$state_dir" '$5 == dir || index($5, dir "/") == 1 { print $5 }' /proc/self/mountinfo
+}
+
+cleanup_leftovers() {
+  local name
+  if [[ -d "$state_dir" ]]; then
+    # Daemons first (the kubelet would restart containers), then whatever is
+    # left in the node's cgroup: containerd's shims and the containers.
+    for name in kubelet kube-proxy kube-scheduler kube-controller-manager containerd forward kube-apiserver etcd; do
+      stop_recorded "$state_dir/$name.pid" 50
+    done
+  fi
+  kill_cgroup_processes
+  [[ ! -d "$state_dir" ]] || stop_recorded "$state_dir/holder.pid" 20
+  remove_cgroups
+  if ip netns list 2>/dev/null | grep -qw "^$netns"; then
+    ip netns del "$netns" || log "warning: could not delete network namespace $netns"
+  fi
+  local m
+  while read -r m; do
+    [[ -n "$m" ]] || continue
+    umount -l "$m" 2>/dev/null || log "warning: could not unmount $m"
+  done < <(host_mounts | sort -r)
+  if [[ -d "$state_dir" ]]; then
+    if [[ -n "${NCCLGUARD_NODE_KEEP_LOGS:-}" && -d "$state_dir/log" ]]; then
+      mkdir -p "$NCCLGUARD_NODE_KEEP_LOGS" && cp -r "$state_dir/log/." "$NCCLGUARD_NODE_KEEP_LOGS/" || true
+    fi
+    [[ ! -f "$state_dir/$marker_file" ]] || rm -rf "$state_dir"
+  fi
+}
+
+# What would be left behind; empty when the node is gone without a trace.
+leftovers() {
+  local h pids
+  pids="$(cgroup_pids | tr '\n' ' ')"
+  [[ -z "${pids// /}" ]] || printf 'processes in cgroup %s: %s\n' "$cgroup_name" "$pids"
+  while read -r h; do
+    [[ ! -d "$h/$cgroup_name" ]] || printf 'cgroup %s\n' "$h/$cgroup_name"
+  done < <(cgroup_hierarchies)
+  ! ip netns list 2>/dev/null | grep -qw "^$netns" || printf 'network namespace %s\n' "$netns"
+  host_mounts | sed 's/^/mount /'
+  [[ ! -d "$state_dir" ]] || printf 'state dir %s\n' "$state_dir"
+}
+
+cmd_stop() {
+  if [[ -d "$state_dir" && ! -f "$state_dir/$marker_file" ]]; then
+    rmdir "$state_dir" 2>/dev/null || die "$state_dir was not created by node.sh; not touching it"
+  fi
+  cleanup_leftovers
+  local left; left="$(leftovers)"
+  if [[ -n "$left" ]]; then
+    log "error: left behind:"
+    printf '%s\n' "$left" >&2
+    return 1
+  fi
+  log "stopped; nothing left of $netns"
+}
+
+cmd_status() {
+  local name ok=0
+  if [[ -f "$state_dir/$marker_file" ]]; then
+    for name in holder etcd kube-apiserver kube-controller-manager kube-scheduler containerd forward kubelet kube-proxy; do
+      if pid_alive "$state_dir/$name.pid"; then
+        log "$name: running (pid $(recorded_pid "$state_dir/$name.pid"))"
+      else
+        log "$name: not running"
+        ok=1
+      fi
+    done
+    if ((ok == 0)) && node_ready; then
+      log "node $node_name Ready; KUBECONFIG=$state_dir/kubeconfig"
+    else
+      log "node $node_name is not Ready"
+      ok=1
+    fi
+  else
+    log "not running (no state in $state_dir)"
+    ok=1
+    local left; left="$(leftovers)"
+    if [[ -n "$left" ]]; then
+      log "left behind by an earlier run (scripts/node.sh stop removes it):"
+      printf '%s\n' "$left" >&2
+    fi
+  fi
+  return "$ok"
+}
+
+cmd_import() {
+  local archive="${1:-}"
+  [[ -f "$archive" ]] || die "import: no such archive '$archive'"
+  [[ -S "$state_dir/containerd.sock" ]] || die "no node runs in $state_dir"
+  ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$archive" >&2
+}
+
+cmd_exec() {
+  [[ -f "$state_dir/holder.pid" ]] && pid_alive "$state_dir/holder.pid" || die "no node runs in $state_dir"
+  in_node "$@"
+}
+
+main() {
+  case "${1:-}" in
+    build) cmd_build ;;
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+    import) shift; cmd_import "$@" ;;
+    exec) shift; cmd_exec "$@" ;;
+    *) printf 'usage: %s build|start|stop|status|import <archive>|exec <command...>\n' "$0" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"; exit
