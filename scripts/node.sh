@@ -24,7 +24,7 @@
 #   NCCLGUARD_NODE_DIR            state dir (default ${XDG_RUNTIME_DIR:-/tmp}/ncclguard-node)
 #   NCCLGUARD_NODE_READY_TIMEOUT  seconds to wait for the Node to be Ready (default 120)
 #   NCCLGUARD_NODE_INSTANCE_TYPE  the Node's node.kubernetes.io/instance-type label
-#                                 (default ncclguard-test-node)
+#                                 (default p5.48xlarge: a type of the chart's probe.instanceTypes)
 #   NCCLGUARD_CONTROLPLANE_CACHE  binary cache, shared with scripts/controlplane.sh
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -40,7 +40,7 @@ image_cache="$cache_root/images"
 state_dir="${NCCLGUARD_NODE_DIR:-${XDG_RUNTIME_DIR:-/tmp}/ncclguard-node}"
 state_dir="$(realpath -m "$state_dir")"
 ready_timeout="${NCCLGUARD_NODE_READY_TIMEOUT:-120}"
-instance_type="${NCCLGUARD_NODE_INSTANCE_TYPE:-ncclguard-test-node}"
+instance_type="${NCCLGUARD_NODE_INSTANCE_TYPE:-p5.48xlarge}"
 
 # Names derived from the state dir, so that stop and status find what a start
 # left even when the state dir is gone, and two instances never share one.
@@ -442,6 +442,22 @@ YAML
 
 # ---------------------------------------------------------------- start
 
+# Host paths that hostPath volumes without a type (the chart's probe mounts these) make the
+# runtime create on the host. start records which of them are absent; stop removes those
+# that are still empty directories, so a node leaves the host's tree as it found it.
+host_paths=(/dev/infiniband /opt/amazon/efa /opt/amazon)
+record_absent_host_paths() {
+  local p
+  for p in "${host_paths[@]}"; do [[ -e "$p" ]] || printf '%s\n' "$p"; done >"$state_dir/absent-host-paths"
+}
+remove_created_host_paths() {
+  local p
+  [[ -f "$state_dir/absent-host-paths" ]] || return 0
+  while read -r p; do
+    [[ -d "$p" ]] && rmdir "$p" 2>/dev/null || true
+  done <"$state_dir/absent-host-paths"
+}
+
 cni_bin_dir=/usr/lib/cni
 
 require() {
@@ -531,7 +547,8 @@ start_control_plane() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range="$service_cidr" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true --enable-aggregator-routing=true
+    --allow-privileged=true --enable-aggregator-routing=true \
+    --kubelet-preferred-address-types=InternalIP
   rc=0; wait_until kube-apiserver "$ready_timeout" apiserver_probe || rc=$?
   started kube-apiserver "$rc" "/readyz"
 
@@ -597,6 +614,7 @@ cmd_start() {
   mkdir -p "$state_dir/log"
   chmod 700 "$state_dir"
   touch "$state_dir/$marker_file"
+  record_absent_host_paths
   local begin=$SECONDS
   log "starting node $node_name in network namespace $netns (state in $state_dir)"
   generate_pki
@@ -662,6 +680,7 @@ cleanup_leftovers() {
   kill_cgroup_processes
   [[ ! -d "$state_dir" ]] || stop_recorded "$state_dir/holder.pid" 20
   remove_cgroups
+  [[ ! -d "$state_dir" ]] || remove_created_host_paths
   if ip netns list 2>/dev/null | grep -qw "^$netns"; then
     ip netns del "$netns" || log "warning: could not delete network namespace $netns"
   fi

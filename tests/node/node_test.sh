@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# ctest node_tests (label node): ncclguard installed with helm on a real node (scripts/node.sh:
+# kubelet, containerd, kube-proxy, scheduler, controller-manager in a network namespace with no
+# way out), from the image scripts/image.sh builds.
+#
+#   1. helm install: 2 controller replicas Ready, one Lease holder, the probe pod Running, the
+#      webhook reached by the API server through its Service (a pod comes back fixed)
+#   2. the probe publishes a real NodeValidation for the node, instance type from the Node label
+#   3. helm upgrade during a loop of admissions: none fails; leader pod deleted: the other
+#      replica takes the Lease and reconciles
+#   4. helm uninstall: nothing of ncclguard is left, pods are admitted again without it
+#   5. containment: an unused ClusterIP and a public address, dialled from the node and from a
+#      pod, fail without a packet leaving the namespace
+#
+# Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
+# Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
+# (a dir to copy the node's logs to).
+set -Eeuo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${NCCLGUARD_BUILD_DIR:-$root/build}"
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+# ---------------------------------------------------------------- can this host run a node?
+((EUID == 0)) || skip "the test node needs root (network namespace, mounts, cgroups)"
+for b in containerd runc buildah ip iptables nsenter unshare; do
+  command -v "$b" >/dev/null || skip "$b not installed (scripts/bootstrap.sh installs the node's packages)"
+done
+unshare --net --mount true 2>/dev/null || skip "cannot create network and mount namespaces here"
+# shellcheck source=../../scripts/controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
+for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm; do
+  [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
+done
+[[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }
+
+work="$(mktemp -d /tmp/ncclguard-node-test.XXXXXX)"
+export NCCLGUARD_NODE_DIR="$work/node"
+failures=0
+pass() { printf 'PASS: %s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; failures=$((failures + 1)); }
+# eventually <seconds> <command...>: retries until it succeeds (a wait, not a timed assertion).
+eventually() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 1
+  done
+}
+
+host_forward_before="$(cat /proc/sys/net/ipv4/ip_forward)"
+host_links_before="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
+host_rules_before="$(iptables-save 2>/dev/null | grep -v '^[#:]' | sort || true)"
+
+cleanup() {
+  local rc=$?
+  set +e
+  [[ -z "${loop_pid:-}" ]] || kill "$loop_pid" 2>/dev/null
+  if [[ -n "${NCCLGUARD_NODE_TEST_KEEP:-}" && -d "$NCCLGUARD_NODE_DIR/log" ]]; then
+    mkdir -p "$NCCLGUARD_NODE_TEST_KEEP" && cp -r "$NCCLGUARD_NODE_DIR/log/." "$NCCLGUARD_NODE_TEST_KEEP/"
+  fi
+  if ! "$root/scripts/node.sh" stop >"$work/stop.log" 2>&1; then
+    cat "$work/stop.log"
+    echo "FAIL: scripts/node.sh stop left something behind"
+    rc=1
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "FAIL: node_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
+
+# ---------------------------------------------------------------- the node and the image
+start=$SECONDS
+if ! "$root/scripts/node.sh" start >"$work/node.env" 2>"$work/node-start.log"; then
+  cat "$work/node-start.log"
+  echo "FAIL: scripts/node.sh start"
+  exit 1
+fi
+eval "$(cat "$work/node.env")"
+# shellcheck disable=SC1091
+source "$NCCLGUARD_NODE_DIR/node.env"
+pass "node $NODE_NAME Ready ($((SECONDS - start))s), network namespace $NETNS"
+k() { kubectl --request-timeout=30s "$@"; }
+
+if NCCLGUARD_IMAGE_ARCHIVE="$work/ncclguard.tar" "$root/scripts/image.sh" >"$work/image.log" 2>&1; then
+  pass "scripts/image.sh: image built and imported into the node's containerd"
+else
+  cat "$work/image.log"; echo "FAIL: scripts/image.sh"; exit 1
+fi
+app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")"
+image="ghcr.io/ncclguard/ncclguard:$app_version"
+
+# ---------------------------------------------------------------- 5. containment
+in_node() { "$root/scripts/node.sh" exec "$@"; }
+# Packets the node's discard device (node0) took: a dummy counts them as sent, an ifb as
+# dropped on receive.
+discarded() {
+  ip -n "$NETNS" -j -s link show node0 | python3 -c 'import json, sys
+s = json.load(sys.stdin)[0]["stats64"]
+print(s["tx"]["packets"] + s["tx"]["dropped"] + s["rx"]["dropped"])'
+}
+# No default route, and the service range goes to node0 (which discards what nobody answers).
+if [[ -z "$(ip -n "$NETNS" route show default)" ]] &&
+  { ip -n "$NETNS" route get 203.0.113.7 2>&1 || true; } | grep 'unreachable' >/dev/null &&
+  ip -n "$NETNS" route get 10.96.0.250 | grep 'dev node0' >/dev/null; then
+  pass "containment: the namespace has no default route; 203.0.113.7 is unreachable, 10.96.0.250 goes to node0"
+else
+  fail "containment: unexpected routes: $(ip -n "$NETNS" route show | tr '\n' ';')"
+fi
+# Every interface of the namespace is local: lo, node0, the bridge and pod veths whose peers
+# are in pod namespaces. None has its peer in the host's namespace (no link-netnsid 0 there is
+# the host? check from the host side: no interface of the host appeared).
+ns_links="$(ip -n "$NETNS" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')"
+unexpected="$(tr ' ' '\n' <<<"$ns_links" | grep -Ev '^(lo|node0|cni0|veth[0-9a-f]+|)$' || true)"
+[[ -z "$unexpected" ]] && pass "containment: the namespace's interfaces: $ns_links" ||
+  fail "containment: unexpected interfaces in the namespace: $unexpected"
+before="$(discarded)"
+if in_node curl -sS --connect-timeout 3 -o /dev/null http://10.96.0.250:80/ 2>"$work/curl.err"; then
+  fail "containment: a connection to the unused ClusterIP 10.96.0.250 succeeded"
+else
+  after="$(discarded)"
+  if ((after > before)); then
+    pass "containment: 10.96.0.250 (no Service) from the node failed ($(tr -d '\n' <"$work/curl.err")); node0 discarded $((after - before)) packets"
+  else
+    fail "containment: the dial to 10.96.0.250 failed but node0 counted nothing (where did it go?)"
+  fi
+fi
+if in_node bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
+  fail "containment: a connection to 203.0.113.7 succeeded"
+elif grep -q -i 'unreachable\|no route' "$work/dial.err"; then
+  pass "containment: 203.0.113.7 from the node: $(tail -n1 "$work/dial.err")"
+else
+  fail "containment: 203.0.113.7 failed, but not for lack of a route: $(cat "$work/dial.err")"
+fi
+# From a pod: bash's /dev/tcp in the ncclguard image (no tools needed).
+k create namespace containment >/dev/null
+cat <<YAML | k apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: dialer, namespace: containment}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: dial
+    image: $image
+    imagePullPolicy: Never
+    command: [bash, -c]
+    args:
+    - |
+      for target in 1.1.1.1/443 10.96.0.250/80; do
+        if timeout 5 bash -c "exec 3<>/dev/tcp/\$target" 2>/tmp/err; then echo "\$target connected";
+        else echo "\$target failed: \$(tail -c 200 /tmp/err | tr -d '\n')"; fi
+      done
+YAML
+pod_done() { [[ "$(k -n containment get pod dialer -o jsonpath='{.status.phase}')" == Succeeded ]]; }
+if eventually 60 pod_done; then
+  k -n containment logs dialer >"$work/dialer.log"
+  if grep -q '^1.1.1.1/443 failed: .*\(unreachable\|No route\)' "$work/dialer.log" &&
+    grep -q '^10.96.0.250/80 failed' "$work/dialer.log" && ! grep -q connected "$work/dialer.log"; then
+    pass "containment: from a pod: $(tr '\n' ';' <"$work/dialer.log")"
+  else
+    fail "containment: from a pod: $(cat "$work/dialer.log")"
+  fi
+else
+  fail "containment: the dialer pod did not finish: $(k -n containment get pod dialer -o wide 2>&1 | tail -1)"
+fi
+k delete namespace containment --wait=false >/dev/null
+host_links_now="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
+host_rules_now="$(iptables-save 2>/dev/null | grep -v '^[#:]' | sort || true)"
+if [[ "$(cat /proc/sys/net/ipv4/ip_forward)" == "$host_forward_before" && "$host_links_now" == "$host_links_before" &&
+  "$host_rules_now" == "$host_rules_before" ]]; then
+  pass "containment: the host's interfaces, iptables rules and ip_forward ($host_forward_before) are as before"
+else
+  fail "containment: the host changed: ip_forward $(cat /proc/sys/net/ipv4/ip_forward) (was $host_forward_before); $(diff <(echo "$host_links_before") <(echo "$host_links_now") | tr '\n' ' ')$(diff <(echo "$host_rules_before") <(echo "$host_rules_now") | tr '\n' ' ')"
+fi
+
+# ---------------------------------------------------------------- 1. helm install
+ns=ncclguard-system
+start=$SECONDS
+if helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace --wait --timeout 180s >"$work/helm.log" 2>&1; then
+  pass "helm install --wait: every pod Ready in $((SECONDS - start))s"
+else
+  fail "helm install --wait"; cat "$work/helm.log"
+  k -n "$ns" get pods -o wide; k -n "$ns" describe pods | tail -40
+  exit 1
+fi
+ready_replicas() { k -n "$ns" get deployment ncclguard-controller -o jsonpath='{.status.readyReplicas}'; }
+[[ "$(ready_replicas)" == 2 ]] && pass "controller: 2 replicas Ready" || fail "controller: $(ready_replicas) replicas Ready"
+holder() { k -n "$ns" get lease ncclguard-controller -o jsonpath='{.spec.holderIdentity}'; }
+controller_pods() { k -n "$ns" get pods -l app.kubernetes.io/component=controller -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+has_holder() { [[ -n "$(holder)" ]]; }
+is_controller_pod() { [[ $'\n'"$(controller_pods)"$'\n' == *$'\n'"$1"$'\n'* ]]; }
+eventually 60 has_holder || true
+leader="$(holder)"
+if [[ -n "$leader" ]] && is_controller_pod "$leader"; then
+  pass "Lease ncclguard-controller held by exactly one replica: $leader"
+else
+  fail "Lease holder '$leader' is not one of the controller pods: $(controller_pods | tr '\n' ' ')"
+fi
+probe_running() { [[ "$(k -n "$ns" get pods -l app.kubernetes.io/component=probe -o jsonpath='{.items[0].status.phase}')" == Running ]]; }
+eventually 60 probe_running && pass "probe DaemonSet pod Running on $NODE_NAME" ||
+  fail "probe pod: $(k -n "$ns" get pods -l app.kubernetes.io/component=probe -o wide 2>&1 | tail -1)"
+
+k create namespace team >/dev/null
+k label namespace team ncclguard.io/enabled=true >/dev/null
+trainer='{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"trainer-"},"spec":{"nodeSelector":{"node.kubernetes.io/instance-type":"p5.48xlarge"},"containers":[{"name":"pytorch","image":"registry.example/train:1.0","resources":{"limits":{"nvidia.com/gpu":"8","memory":"1000Gi"}}}]}}'
+fixed() { # one admission of the trainer pod; prints its EFA limit
+  printf '%s' "$trainer" | k -n team create --dry-run=server -f - \
+    -o jsonpath='{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa}'
+}
+if [[ "$(fixed 2>&1)" == 32 ]]; then
+  pass "webhook through its Service: a pod in an opted-in namespace comes back fixed (32 EFA devices added)"
+else
+  fail "webhook: $(fixed 2>&1 | tail -3)"
+fi
+
+# ---------------------------------------------------------------- 2. the probe's NodeValidation
+nv_published() { [[ -n "$(k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.lastProbeTime}')" ]]; }
+if eventually 90 nv_published; then
+  k get nodevalidation "$NODE_NAME" -o json >"$work/nv.json"
+  python3 - "$work/nv.json" "$(k get node "$NODE_NAME" -o json)" <<'PY' >"$work/nv.txt" && nv_ok=1 || nv_ok=0
+import json, sys
+nv = json.load(open(sys.argv[1]))["status"]
+node = json.loads(sys.argv[2])
+checks = nv["checks"]
+for c in checks:
+    print(f'  {c["status"]:5} {c["id"]}: {c.get("message", "")[:110]}')
+label = node["metadata"]["labels"].get("ncclguard.io/validated")
+gpu = [c for c in checks if c["id"].startswith("gpu") or c["id"] in ("driver-version", "nvlink", "row-remap", "ecc")]
+problems = []
+if nv.get("instanceType") != node["metadata"]["labels"].get("node.kubernetes.io/instance-type"):
+    problems.append(f'instanceType {nv.get("instanceType")!r} is not the Node label')
+if len(checks) < 10: problems.append(f"only {len(checks)} checks")
+if not any(c["status"] == "Pass" for c in checks): problems.append("no check ran to a Pass on the real host")
+if gpu and any(c["status"] == "Pass" for c in gpu): problems.append("a GPU check passed on a node without GPUs")
+if label != ("false" if nv["summary"] == "Fail" else "true"): problems.append(f"node label {label!r} for summary {nv['summary']}")
+print(f'summary {nv["summary"]}, instanceType {nv.get("instanceType")}, label ncclguard.io/validated={label}, {len(checks)} checks')
+if problems:
+    print("problems: " + "; ".join(problems)); sys.exit(1)
+PY
+  cat "$work/nv.txt"
+  ((nv_ok)) && pass "NodeValidation $NODE_NAME published by the probe pod: $(tail -1 "$work/nv.txt")" ||
+    fail "NodeValidation $NODE_NAME: $(tail -1 "$work/nv.txt")"
+else
+  fail "no NodeValidation for $NODE_NAME from the probe"
+  k -n "$ns" logs -l app.kubernetes.io/component=probe --tail=20
+fi
+
+# ---------------------------------------------------------------- 3. upgrade under load, failover
+admissions() { # counts admissions until $work/stop-loop exists
+  local ok=0 failed=0
+  while [[ ! -e "$work/stop-loop" ]]; do
+    if [[ "$(fixed 2>>"$work/loop.err")" == 32 ]]; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+  done
+  printf '%s %s\n' "$ok" "$failed" >"$work/loop.result"
+}
+admissions &
+loop_pid=$!
+if helm upgrade ncclguard "$root/charts/ncclguard" -n "$ns" --reuse-values --set controller.workers=2 \
+  --wait --timeout 180s >"$work/upgrade.log" 2>&1; then
+  pass "helm upgrade (controller.workers=2) --wait"
+else
+  fail "helm upgrade"; cat "$work/upgrade.log"
+fi
+# The rollout replaced both replicas; a few more admissions against the new ones.
+sleep 3
+touch "$work/stop-loop"
+wait "$loop_pid" || true
+loop_pid=""
+read -r ok failed <"$work/loop.result"
+if ((failed == 0 && ok > 0)); then
+  pass "during the upgrade: $ok admissions, 0 failed"
+else
+  fail "during the upgrade: $ok admissions, $failed failed: $(sort -u "$work/loop.err" | head -3)"
+fi
+# After the rollout the old leader released the Lease; one of the new replicas takes it.
+leader_among_replicas() { local h; h="$(holder)"; [[ -n "$h" ]] && is_controller_pod "$h"; }
+eventually 60 leader_among_replicas || true
+leader="$(holder)"
+[[ -n "$leader" ]] || { fail "no replica holds the Lease after the upgrade"; exit 1; }
+k -n "$ns" delete pod "$leader" --wait=false >/dev/null
+new_leader() { local h; h="$(holder)"; [[ -n "$h" && "$h" != "$leader" ]] && is_controller_pod "$h"; }
+if eventually 120 new_leader; then
+  taken="$(holder)"
+  pass "leader $leader deleted: $taken holds the Lease"
+  # Reconciling: a training Job created after the takeover is handled by the new leader (an
+  # Event about it from ncclguard: this node's NodeValidation fails, so the Job is held).
+  k -n team create -f - >/dev/null <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: after-failover}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      containers:
+      - name: pytorch
+        image: registry.example/train:1.0
+        resources: {limits: {nvidia.com/gpu: "8", memory: 1000Gi}}
+YAML
+  job_events() {
+    k get events.events.k8s.io -n team -o json | python3 -c 'import json, sys
+for e in json.load(sys.stdin)["items"]:
+    if e.get("regarding", {}).get("name") == "after-failover" and "ncclguard" in (e.get("reportingController") or ""):
+        print(e.get("reason"))'
+  }
+  has_job_event() { [[ -n "$(job_events)" ]]; }
+  if eventually 60 has_job_event; then
+    pass "the new leader reconciles: Job after-failover got $(job_events | sort -u | tr '\n' ' ')from ncclguard"
+  else
+    fail "no Event from ncclguard about a Job created after the failover"
+    k -n "$ns" logs "$taken" --tail=20
+  fi
+else
+  fail "no other replica took the Lease after $leader was deleted (holder: $(holder))"
+fi
+
+# ---------------------------------------------------------------- 4. helm uninstall
+if helm uninstall ncclguard -n "$ns" --wait --timeout 120s >"$work/uninstall.log" 2>&1; then
+  pass "helm uninstall --wait"
+else
+  fail "helm uninstall"; cat "$work/uninstall.log"
+fi
+# What helm does not delete, as the chart's NOTES say: the CRDs (and so the NodeValidations),
+# and what the controller itself created in the namespace: the webhook certificate Secret and
+# the leader Lease (released). Anything else left is a failure.
+left_after_uninstall() {
+  { k get mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,clusterrolebindings,ncclpolicies -o name | grep ncclguard
+    k -n "$ns" get all,secrets,configmaps,leases,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets -o name 2>/dev/null |
+      grep -vx 'serviceaccount/default\|configmap/kube-root-ca.crt\|secret/ncclguard-webhook-tls\|lease.coordination.k8s.io/ncclguard-controller'
+  } || true
+}
+gone() { [[ -z "$(left_after_uninstall)" ]]; }
+if eventually 60 gone; then
+  pass "after uninstall: no webhook configuration, RBAC, workload, Service or NcclPolicy of ncclguard left (the controller's Secret ncclguard-webhook-tls and Lease stay, as NOTES.txt says)"
+else
+  fail "left after uninstall: $(left_after_uninstall | tr '\n' ' ')"
+fi
+if printf '%s' "$trainer" | k -n team create -f - -o name >"$work/after.log" 2>&1; then
+  pass "after uninstall: pods are created in the opted-in namespace again ($(cat "$work/after.log"), not fixed)"
+else
+  fail "after uninstall: pod creation in team fails: $(cat "$work/after.log")"
+fi
+
+echo "node_tests: $failures failure(s)"
+((failures == 0))
