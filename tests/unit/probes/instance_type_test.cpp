@@ -65,5 +65,28 @@ TEST(InstanceType, NonEc2OrGarbageDmiLeavesItUnknown) {
   EXPECT_FALSE(resolved.source.empty());
 }
 
+TEST(InstanceType, NodeLabelGivesTheTypeOrSaysWhyNot) {
+  const auto labelled = probes::InstanceTypeFromNode(core::Json::parse(
+      R"({"metadata": {"name": "n1", "labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}})"));
+  EXPECT_EQ(labelled.name, "p5.48xlarge");
+  EXPECT_EQ(labelled.source, "Node label node.kubernetes.io/instance-type");
+
+  const auto unlabelled = probes::InstanceTypeFromNode(
+      core::Json::parse(R"({"metadata": {"name": "n1", "labels": {"other": "x"}}})"));
+  EXPECT_EQ(unlabelled.name, std::nullopt);
+  EXPECT_EQ(unlabelled.source, "Node label node.kubernetes.io/instance-type: not set");
+
+  // A value that is no instance type name (a typo, a number) is reported, not used.
+  for (const char* node :
+       {R"({"metadata": {"labels": {"node.kubernetes.io/instance-type": "not a type"}}})",
+        R"({"metadata": {"labels": {"node.kubernetes.io/instance-type": 5}}})",
+        R"({"metadata": "garbage"})", R"([1, 2])"}) {
+    const auto resolved = probes::InstanceTypeFromNode(core::Json::parse(node));
+    EXPECT_EQ(resolved.name, std::nullopt) << node;
+    EXPECT_TRUE(resolved.source.starts_with("Node label node.kubernetes.io/instance-type: "))
+        << node << " -> " << resolved.source;
+  }
+}
+
 }  // namespace
 }  // namespace ncclguard::test
