@@ -108,9 +108,15 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
 
   std::atomic<bool> any_timed_out{false};
   const std::vector<std::string> checks = options.checks;
-  auto run_checks = [probe, checks, &any_timed_out] {
+  auto run_checks = [probe, checks, &any_timed_out, client, node_name] {
+    // No --instance-type, file or DMI name (e.g. not an EC2 Nitro node): the Node's label.
+    probes::ProbeOptions run = probe;
+    const probes::ResolvedInstanceType resolved = probes::WithNodeLabelFallback(
+        {run.instance_type, run.instance_type_source}, *client, node_name);
+    run.instance_type = resolved.name;
+    run.instance_type_source = resolved.source;
     auto context =
-        std::make_shared<probes::ProbeContext>(probe, std::make_shared<probes::RealFactSources>());
+        std::make_shared<probes::ProbeContext>(run, std::make_shared<probes::RealFactSources>());
     probes::ProbeReport report = probes::RunProbe(context, checks);
     if (report.timed_out) any_timed_out = true;
     return report;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/json.h"
+#include "core/pod_spec.h"
 
 namespace ncclguard::probes {
 
@@ -44,6 +45,23 @@ ResolvedInstanceType ResolveInstanceType(const std::optional<std::string>& flag,
     if (LooksLikeInstanceType(name)) return {name, "DMI product name"};
   }
   return {std::nullopt, "not given, and no EC2 DMI product name under the host root"};
+}
+
+ResolvedInstanceType InstanceTypeFromNode(const core::Json& node) {
+  const std::string label(core::kInstanceTypeLabel);
+  const std::string source = "Node label " + label;
+  if (!node.is_object() || !node.contains("metadata") || !node["metadata"].is_object())
+    return {std::nullopt, source + ": not a Node object"};
+  const core::Json& metadata = node["metadata"];
+  if (!metadata.contains("labels") || !metadata["labels"].is_object() ||
+      !metadata["labels"].contains(label))
+    return {std::nullopt, source + ": not set"};
+  const core::Json& value = metadata["labels"][label];
+  if (!value.is_string() || !LooksLikeInstanceType(value.get<std::string>()))
+    return {std::nullopt, source + ": '" +
+                              (value.is_string() ? value.get<std::string>() : value.dump()) +
+                              "' is not an instance type name"};
+  return {value.get<std::string>(), source};
 }
 
 }  // namespace ncclguard::probes

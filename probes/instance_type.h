@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "core/json.h"
 #include "probes/host_files.h"
 
 namespace ncclguard::probes {
@@ -25,5 +26,10 @@ ResolvedInstanceType ResolveInstanceType(const std::optional<std::string>& flag,
                                          const HostFiles& files);
 
 bool LooksLikeInstanceType(const std::string& text);
+
+// The instance type from a Node object's node.kubernetes.io/instance-type label (set by the
+// cloud provider, or by the admin on nodes without one): the source when none of the above
+// answers, e.g. no DMI product name because the node is not an EC2 Nitro instance.
+ResolvedInstanceType InstanceTypeFromNode(const core::Json& node);
 
 }  // namespace ncclguard::probes

@@ -216,4 +216,17 @@ void NodePublisher::Count(int PublisherStats::*counter) {
   ++(stats_.*counter);
 }
 
+ResolvedInstanceType WithNodeLabelFallback(ResolvedInstanceType resolved, kube::Client& client,
+                                           const std::string& node_name) {
+  if (resolved.name || node_name.empty()) return resolved;
+  try {
+    ResolvedInstanceType from_node =
+        InstanceTypeFromNode(client.Get(kube::resources::Nodes().Named(node_name)));
+    if (from_node.name) return from_node;
+    return {std::nullopt, resolved.source + "; " + from_node.source};
+  } catch (const std::exception& e) {
+    return {std::nullopt, resolved.source + "; reading Node " + node_name + ": " + e.what()};
+  }
+}
+
 }  // namespace ncclguard::probes

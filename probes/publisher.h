@@ -15,6 +15,7 @@
 #include "kube/backoff.h"
 #include "kube/client.h"
 #include "kube/stop_token.h"
+#include "probes/instance_type.h"
 #include "probes/report.h"
 
 namespace ncclguard::probes {
@@ -80,5 +81,11 @@ class NodePublisher {
   mutable std::mutex mutex_;
   PublisherStats stats_;
 };
+
+// `resolved` as it is when it has a name; otherwise the label of the Node `node_name`, read
+// with `client`. A failed read leaves it unknown, the error in `source` (the next run reads
+// again).
+ResolvedInstanceType WithNodeLabelFallback(ResolvedInstanceType resolved, kube::Client& client,
+                                           const std::string& node_name);
 
 }  // namespace ncclguard::probes
