@@ -25,6 +25,8 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 modules_dir="$script_dir/controlplane"
 # shellcheck source=controlplane/versions.sh
 source "$modules_dir/versions.sh"
+# shellcheck source=lib/procs.sh
+source "$script_dir/lib/procs.sh"
 
 cache_dir="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}"
 bin_dir="$cache_dir/bin"
@@ -188,38 +190,6 @@ require_binaries() {
   command -v curl >/dev/null || die "curl CLI not found (needed to probe readiness)"
 }
 
-# pid files hold "<pid> <executable>"; a pid only counts as ours while it
-# still runs that executable, so a recycled pid is never signalled.
-pid_alive() {
-  local pidfile="$1" pid exe
-  [[ -f "$pidfile" ]] || return 1
-  read -r pid exe <"$pidfile" || return 1
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-  local running
-  running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  # A rebuild replaces the binary under a running process: "<path> (deleted)".
-  [[ -z "$exe" || "$running" == "$exe" || "$running" == "$exe (deleted)" ]]
-}
-
-recorded_pid() { local pid _; read -r pid _ <"$1"; printf '%s' "$pid"; }
-
-# Ends one recorded process: TERM, then KILL after a grace period.
-stop_recorded() {
-  local pidfile="$1" name pid i
-  name="$(basename "$pidfile" .pid)"
-  pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-  pid="$(recorded_pid "$pidfile")"
-  log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-    sleep 0.1
-  done
-  log "$name (pid $pid) ignored SIGTERM for 10s, sending SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-}
-
 any_alive() {
   local f
   for f in "$state_dir"/*.pid; do
@@ -360,19 +330,6 @@ launch() {
     [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$exe" ]] || return 0
     sleep 0.01
   done
-}
-
-# wait_until <name> <timeout> <probe command...>: 0 once the probe succeeds,
-# 1 if the process died, 2 on timeout.
-wait_until() {
-  local name="$1" timeout="$2"; shift 2
-  local deadline=$((SECONDS + timeout))
-  while ((SECONDS < deadline)); do
-    pid_alive "$state_dir/$name.pid" || return 1
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  return 2
 }
 
 # Whether the last attempt (log output after launch_log_offset) lost a bind race.
@@ -547,15 +504,8 @@ cmd_status() {
     log "not running (no state in $state_dir)"
     return 1
   fi
-  local name ok=0
-  for name in etcd kube-apiserver; do
-    if pid_alive "$state_dir/$name.pid"; then
-      log "$name: running (pid $(recorded_pid "$state_dir/$name.pid"))"
-    else
-      log "$name: not running"
-      ok=1
-    fi
-  done
+  local ok=0
+  report_processes etcd kube-apiserver || ok=1
   if ((ok == 0)) && [[ -f "$state_dir/controlplane.env" ]]; then
     local url pki="$state_dir/pki"
     url="$(sed -n 's/^APISERVER_URL=//p' "$state_dir/controlplane.env")"

@@ -32,6 +32,8 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=controlplane/versions.sh
 source "$script_dir/controlplane/versions.sh"
+# shellcheck source=lib/procs.sh
+source "$script_dir/lib/procs.sh"
 
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard"
 cache_dir="${NCCLGUARD_CONTROLPLANE_CACHE:-$cache_root/controlplane/$KUBERNETES_VERSION}"
@@ -95,35 +97,6 @@ cmd_build() {
 }
 
 # ---------------------------------------------------------------- processes
-
-# pid files hold "<pid> <executable>"; a pid only counts as ours while it still
-# runs that executable, so a recycled pid is never signalled.
-pid_alive() {
-  local pidfile="$1" pid exe running
-  [[ -f "$pidfile" ]] || return 1
-  read -r pid exe <"$pidfile" || return 1
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-  running="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  [[ -z "$exe" || "$running" == "$exe" || "$running" == "$exe (deleted)" ]]
-}
-
-recorded_pid() { local pid _; read -r pid _ <"$1"; printf '%s' "$pid"; }
-
-stop_recorded() {
-  local pidfile="$1" grace="${2:-100}" name pid i
-  name="$(basename "$pidfile" .pid)"
-  pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-  pid="$(recorded_pid "$pidfile")"
-  log "stopping $name (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < grace; i++)); do
-    pid_alive "$pidfile" || { rm -f "$pidfile"; return 0; }
-    sleep 0.1
-  done
-  log "$name (pid $pid) ignored SIGTERM, sending SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$pidfile"
-}
 
 # The cgroup v1 hierarchies (or the v2 root) the node's cgroups live in.
 cgroup_hierarchies() {
@@ -221,19 +194,6 @@ launch() { spawn "$1" node "${@:2}"; }
 in_node() {
   local holder; holder="$(recorded_pid "$state_dir/holder.pid")"
   nsenter --target "$holder" --mount --net -- "$@"
-}
-
-# wait_until <name> <timeout> <probe...>: 0 once the probe succeeds, 1 if the
-# process died, 2 on timeout.
-wait_until() {
-  local name="$1" timeout="$2"; shift 2
-  local deadline=$((SECONDS + timeout))
-  while ((SECONDS < deadline)); do
-    pid_alive "$state_dir/$name.pid" || return 1
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  return 2
 }
 
 fail_start() {
@@ -725,16 +685,10 @@ cmd_stop() {
 }
 
 cmd_status() {
-  local name ok=0
+  local ok=0
   if [[ -f "$state_dir/$marker_file" ]]; then
-    for name in holder etcd kube-apiserver kube-controller-manager kube-scheduler containerd forward kubelet kube-proxy; do
-      if pid_alive "$state_dir/$name.pid"; then
-        log "$name: running (pid $(recorded_pid "$state_dir/$name.pid"))"
-      else
-        log "$name: not running"
-        ok=1
-      fi
-    done
+    report_processes holder etcd kube-apiserver kube-controller-manager kube-scheduler containerd forward \
+      kubelet kube-proxy || ok=1
     if ((ok == 0)) && node_ready; then
       log "node $node_name Ready; KUBECONFIG=$state_dir/kubeconfig"
     else
