@@ -62,20 +62,21 @@ void Controller::Run(const kube::StopToken& leading) {
   const auto deadline = std::chrono::steady_clock::now() + sync_timeout_;
   while (!Synced() && !leading.stopped() && std::chrono::steady_clock::now() < deadline) {
     for (const TextWatch& watch : spec_.watches) {
-      if (watch.informer->WaitForSyncOrNotServed(std::chrono::milliseconds(100))) continue;
-      break;
+      if (!watch.informer->WaitForSyncOrNotServed(std::chrono::milliseconds(100))) break;
     }
   }
   if (leading.stopped()) return;
   for (const TextWatch& watch : spec_.watches) {
     if (watch.informer->HasSynced()) continue;
-    spdlog::warn("{}",
-                 LogLine({{"msg", watch.informer->NotServed()
-                                      ? "not served (CRD not installed?); its objects are "
-                                        "reconciled once it is"
-                                      : "cache not synced; reconciling without it until it is"},
-                          {"controller", spec_.name},
-                          {"resource", watch.informer->resource().Describe()}}));
+    // A kind whose CRD is not installed is usual (no JobSet in a Kubeflow cluster).
+    const bool not_served = watch.informer->NotServed();
+    spdlog::log(
+        not_served ? spdlog::level::info : spdlog::level::warn, "{}",
+        LogLine({{"msg", not_served ? "not served (CRD not installed?); its objects are "
+                                      "reconciled once it is"
+                                    : "cache not synced; reconciling without it until it is"},
+                 {"controller", spec_.name},
+                 {"resource", watch.informer->resource().Describe()}}));
   }
   kube::WorkQueue queue;
   {

@@ -480,16 +480,15 @@ TEST_F(ControllerTest, TheNcclPolicySaysWhetherTheControllerUsesIt) {
   EXPECT_NE(refused.value("message", "").find("no-such-rule"), std::string::npos) << refused;
 }
 
-// A cluster with only the PyTorchJob CRD (the usual Kubeflow cluster: no MPIJob v2beta1, no
-// JobSet), on its own control plane: the kinds not served must not hold up the controller, and
-// a CRD installed later is picked up without a restart.
-class ControllerWithOneJobCrd : public ControllerTest {
+// Its own control plane, for a test that must not disturb the others (stopping kube-apiserver)
+// or needs other CRDs.
+class ControllerOnItsOwnControlPlane : public ControllerTest {
  protected:
-  void SetUp() override {
-    instance_ = std::make_unique<ControlPlane>(MakeTempDir("ncclguard-cp-controller-one-crd"));
+  void StartControlPlane(const std::string& name, const std::vector<std::string>& job_crds) {
+    instance_ = std::make_unique<ControlPlane>(MakeTempDir(name));
     ProcessResult started = instance_->Start();
     ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
-    Prepare(instance_->info(), {"pytorchjob-crd.yaml"});
+    Prepare(instance_->info(), job_crds);
   }
   void TearDown() override {
     controllers_.clear();
@@ -498,6 +497,16 @@ class ControllerWithOneJobCrd : public ControllerTest {
     }
   }
   std::unique_ptr<ControlPlane> instance_;
+};
+
+// A cluster with only the PyTorchJob CRD (the usual Kubeflow cluster: no MPIJob v2beta1, no
+// JobSet): the kinds not served must not hold up the controller, and a CRD installed later is
+// picked up without a restart.
+class ControllerWithOneJobCrd : public ControllerOnItsOwnControlPlane {
+ protected:
+  void SetUp() override {
+    StartControlPlane("ncclguard-cp-controller-one-crd", {"pytorchjob-crd.yaml"});
+  }
 };
 
 TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
@@ -521,22 +530,12 @@ TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
   EXPECT_FALSE(running.finished());
 }
 
-// Its own control plane: stopping kube-apiserver must not disturb the other tests.
-class ControllerApiServerRestart : public ControllerTest {
+class ControllerApiServerRestart : public ControllerOnItsOwnControlPlane {
  protected:
   void SetUp() override {
-    instance_ = std::make_unique<ControlPlane>(MakeTempDir("ncclguard-cp-controller-restart"));
-    ProcessResult started = instance_->Start();
-    ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
-    Prepare(instance_->info());
+    StartControlPlane("ncclguard-cp-controller-restart",
+                      {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"});
   }
-  void TearDown() override {
-    controllers_.clear();
-    if (instance_) {
-      EXPECT_EQ(instance_->Stop().exit_code, 0);
-    }
-  }
-  std::unique_ptr<ControlPlane> instance_;
 };
 
 TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "controllers/labels.h"
 #include "manager/cache.h"
 #include "manager/controller.h"
 #include "manager/wiring.h"
