@@ -139,7 +139,6 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   // Declared before the server, so it outlives the server's readiness gate.
   std::unique_ptr<manager::WebhookCertManager> certs;
   std::unique_ptr<webhook::WebhookServer> server;
-  std::thread cert_thread;
   if (!options.webhook_cert_secret.empty()) {
     manager::WebhookCertOptions cert_options;
     cert_options.namespace_ = manager_options.lease_namespace;
@@ -168,7 +167,6 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
       std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
       return kExitInputError;
     }
-    cert_thread = std::thread([&certs, stop] { certs->Run(stop); });
   } else if (!options.tls_cert_file.empty()) {
     webhook::ServerConfig webhook_config = WebhookServerConfig(
         options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
@@ -197,6 +195,12 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   manager::RunResult result = manager::RunResult::kStopped;
   {
     manager::Manager manager(config, std::move(manager_options));
+    if (certs) {
+      // On every replica, not only the leader: any may create or rotate the Secret, and all
+      // serve what it holds. It ends with the manager's run (a lost lease too).
+      manager.Add({"webhook-certificates", false,
+                   [&certs](const kube::StopToken& until) { certs->Run(until); }});
+    }
     std::unique_ptr<HealthServer> health;
     if (!certs && !server && !HealthListenDisabled(options.health_listen)) {
       health = std::make_unique<HealthServer>(options.health_listen,
@@ -212,8 +216,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     if (!stop.stopped()) result = manager.Run(stop);
     if (health) health->Shutdown();
   }
-  stop.Stop();  // the lease was lost: the certificate manager ends too
-  if (cert_thread.joinable()) cert_thread.join();
+  stop.Stop();
   if (server) server->Shutdown();
   if (!signalled) {
     // No signal ended the run (the lease was lost, the webhook could not listen): wake the

@@ -67,6 +67,18 @@ bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
          synced_;
 }
 
+bool Informer::NotServed() const {
+  std::lock_guard lock(mutex_);
+  return not_served_ && !synced_;
+}
+
+bool Informer::WaitForSyncOrNotServed(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return synced_changed_.wait_for(lock, timeout, [&] {
+    return synced_ || not_served_ || stop_.stopped();
+  }) && (synced_ || not_served_);
+}
+
 CachedObject Informer::Get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
@@ -277,6 +289,7 @@ void Informer::Run() {
         {
           std::lock_guard lock(mutex_);
           synced_ = true;
+          not_served_ = false;
         }
         synced_changed_.notify_all();
         backoff.Reset();
@@ -307,10 +320,15 @@ void Informer::Run() {
           spdlog::info(
               "{}: not served by the API server (CRD not installed?); checking again "
               "every {} s at most",
-              what, std::chrono::duration_cast<std::chrono::seconds>(options_.backoff.max).count());
+              what,
+              std::chrono::duration_cast<std::chrono::seconds>(options_.not_served_retry).count());
           said_not_served = true;
         }
         ++stats_.reconnects_after_error;
+        if (!synced_) {
+          not_served_ = true;
+          synced_changed_.notify_all();
+        }
       } else if (error.code() == ErrorCode::kDecode) {
         spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
         ++stats_.resyncs_after_bad_stream;
@@ -325,7 +343,9 @@ void Informer::Run() {
       spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
       need_list = true;
     }
-    stop_.WaitFor(backoff.Next());
+    auto delay = backoff.Next();
+    if (NotServed()) delay = std::min(delay, options_.not_served_retry);
+    stop_.WaitFor(delay);
   }
 }
 

@@ -47,6 +47,9 @@ struct InformerOptions {
   long page_size = 200;   // smaller pages: less transient memory, hardly slower
   BackoffOptions backoff{std::chrono::milliseconds(800), std::chrono::milliseconds(30000), 2.0,
                          0.5};
+  // While the resource is not served (a CRD not installed), the list is tried again at least
+  // this often, so a CRD installed later is picked up soon.
+  std::chrono::milliseconds not_served_retry{5000};
   // Each watch asks the server to end it after a random time in [min, 2*min): a silently
   // dead connection is noticed, and many informers do not reconnect at once.
   long watch_timeout_seconds = 300;
@@ -79,6 +82,12 @@ class Informer {
   bool HasSynced() const;
   // Waits for HasSynced; false on timeout or stop.
   bool WaitForSync(std::chrono::milliseconds timeout) const;
+  // True while the list answers 404 (the resource is not served: a CRD not installed) and no
+  // list has succeeded yet. The informer keeps trying; HasSynced turns true once it is served.
+  bool NotServed() const;
+  // Waits until HasSynced or NotServed (nothing more to wait for); false on timeout or stop.
+  bool WaitForSyncOrNotServed(std::chrono::milliseconds timeout) const;
+  const ResourceRef& resource() const { return options_.resource; }
 
   CachedObject Get(const std::string& key) const;  // null when absent
   std::vector<CachedObject> List() const;
@@ -116,6 +125,7 @@ class Informer {
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
   std::string resource_version_;
   bool synced_ = false;
+  bool not_served_ = false;
   InformerStats stats_;
 
   StopToken stop_;

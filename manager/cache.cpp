@@ -79,7 +79,6 @@ kube::ResourceRef ForKind(controllers::JobKind kind) {
 Caches::Caches(std::shared_ptr<kube::Client> client) {
   for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
     jobs_[info.kind] = Make(client, watched::ForKind(info.kind), JobProjection(info.kind));
-    names_.push_back(std::string(info.resource));
   }
   pods_ = Make(client, kube::resources::Pods(), PodProjection());
   pods_->AddIndex(kPodsByJobIndex, PodsByJob());
@@ -91,10 +90,6 @@ Caches::Caches(std::shared_ptr<kube::Client> client) {
   events_ = Make(client, kube::resources::Events(), EventProjection());
   events_->AddIndex(kEventsByRegarding, EventsByRegarding());
   policies_ = Make(client, watched::NcclPolicies(), nullptr);  // one small object: kept whole
-  for (const char* name :
-       {"pods", "services", "nodes", "nodevalidations", "namespaces", "events", "ncclpolicies"}) {
-    names_.emplace_back(name);
-  }
 }
 
 std::vector<kube::Informer*> Caches::All() const {
@@ -113,20 +108,6 @@ void Caches::Start() {
 
 void Caches::Stop() {
   for (kube::Informer* informer : All()) informer->Stop();
-}
-
-std::vector<std::string> Caches::WaitForSync(std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<std::string> pending;
-  const auto all = All();
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (!all[i]->WaitForSync(std::max(left, std::chrono::milliseconds(1)))) {
-      pending.push_back(names_[i]);
-    }
-  }
-  return pending;
 }
 
 std::size_t Caches::CachedObjects() const {

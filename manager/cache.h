@@ -1,4 +1,4 @@
-// The informers the training-job controller watches and a ClusterView over their caches.
+// The informers the controllers watch (one per kind, shared) and a ClusterView over their caches.
 #pragma once
 
 #include <map>
@@ -38,15 +38,12 @@ class Caches {
   std::vector<kube::Informer*> All() const;
   void Start();
   void Stop();
-  // Waits up to `timeout` for every informer's first list; returns the ones not synced.
-  std::vector<std::string> WaitForSync(std::chrono::milliseconds timeout) const;
   std::size_t CachedObjects() const;
 
  private:
   std::map<controllers::JobKind, std::unique_ptr<kube::Informer>> jobs_;
   std::unique_ptr<kube::Informer> pods_, services_, nodes_, node_validations_, namespaces_, events_,
       policies_;
-  std::vector<std::string> names_;
 };
 
 // The index names the view uses.

@@ -1,6 +1,7 @@
-// The training-job controller as a running process: informer caches, event handlers that map
-// changes to job keys (docs/operator.md "Wiring"), a work queue drained by N workers that run
-// ReconcileTrainingJob and apply its actions, the NcclPolicy, and leader election.
+// The controller process: shared informer caches (one per kind), the controllers (each its own
+// watches, work queue and workers; manager/controller.h), other runnables such as the webhook
+// certificate manager, and leader election (docs/operator.md "Wiring"). Built with the
+// training-job and NcclPolicy controllers; AddController / Add before Run for more.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/stop_token.h"
+#include "manager/controller.h"
 
 namespace ncclguard::manager {
 
@@ -29,8 +31,9 @@ struct ManagerOptions {
   std::chrono::milliseconds retry_period{2000};
   // A stop hands the lease over at once; false leaves it to expire, as a killed process does.
   bool release_lease_on_stop = true;
-  // How long to wait for the caches before reconciling anyway (a CRD that is not installed
-  // never syncs; its kind is simply not managed until it is).
+  // How long a controller waits for its caches before reconciling anyway. A kind whose CRD is
+  // not installed does not count (it is reported not served at once, and managed once served);
+  // this bounds the wait for one that cannot be listed at all (RBAC, say).
   std::chrono::milliseconds cache_sync_timeout{30000};
   kube::ClientOptions client{500, 1000};
 };
@@ -51,6 +54,8 @@ enum class RunResult {
   kLostLease  // another replica leads now; the process should exit and be restarted
 };
 
+class Caches;
+
 class Manager {
  public:
   Manager(kube::ClientConfig config, ManagerOptions options);
@@ -58,20 +63,31 @@ class Manager {
   Manager(const Manager&) = delete;
   Manager& operator=(const Manager&) = delete;
 
-  // Watches, campaigns for the lease (unless leader election is off) and reconciles while
-  // leading. Returns when `stop` fires or the lease is lost.
+  // Before Run. A controller's watches use caches()' informers (shared with the other
+  // controllers); it runs while leading.
+  template <QueueKey Key>
+  void AddController(ControllerSpec<Key> spec) {
+    AddController(Erase(std::move(spec)));
+  }
+  void AddController(Controller::Spec spec);
+  void Add(Runnable runnable);
+  const Caches& caches() const;
+
+  // Watches, starts the runnables that need no leadership, campaigns for the lease (unless
+  // leader election is off) and runs the controllers while leading. Returns when `stop` fires
+  // or the lease is lost; every runnable has ended by then.
   RunResult Run(const kube::StopToken& stop);
 
   bool IsLeader() const { return leading_.load(); }
-  // True once the caches have synced (or timed out waiting) and workers may start.
-  bool Ready() const { return ready_.load(); }
+  // True once every controller's caches have synced or are not served (or the sync timeout
+  // passed since Run started).
+  bool Ready() const;
   ManagerStats stats() const;
 
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> leading_{false};
-  std::atomic<bool> ready_{false};
 };
 
 }  // namespace ncclguard::manager

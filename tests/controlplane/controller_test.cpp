@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -69,12 +70,12 @@ class ControllerTest : public ::testing::Test {
     }
   }
 
-  void Prepare(const ControlPlaneInfo& info) {
+  void Prepare(const ControlPlaneInfo& info,
+               const std::vector<std::string>& job_crds = {"pytorchjob-crd.yaml", "mpijob-crd.yaml",
+                                                           "jobset-crd.yaml"}) {
     info_ = info;
     client_ = std::make_unique<TestKubeClient>(info_);
-    for (const char* file : {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"}) {
-      ApplyCrds(*client_, TestCrdDir() + "/" + file);
-    }
+    for (const std::string& file : job_crds) ApplyCrds(*client_, TestCrdDir() + "/" + file);
     ApplyCrds(*client_, SourceDir() + "/crds/nodevalidation.yaml");
     ApplyCrds(*client_, SourceDir() + "/crds/ncclpolicy.yaml");
     namespace_ = CreateTestNamespace(*client_, "ctl", {{"ncclguard.io/enabled", "true"}});
@@ -176,6 +177,24 @@ class ControllerTest : public ::testing::Test {
     return job;
   }
 
+  std::string JobSets() const {
+    return "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
+  }
+
+  json JobSet(const std::string& name, bool gated) const {
+    json job{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+             {"kind", "JobSet"},
+             {"metadata", {{"name", name}}},
+             {"spec",
+              {{"suspend", gated},
+               {"replicatedJobs",
+                {{{"name", "workers"},
+                  {"replicas", 2},
+                  {"template", {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}};
+    if (gated) job["metadata"]["annotations"] = {{"ncclguard.io/gate", "pending"}};
+    return job;
+  }
+
   json Get(const std::string& path) {
     const KubeResponse r = client_->Get(path);
     return r.status == 200 ? r.Json() : json(nullptr);
@@ -261,22 +280,8 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
                                {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}})
           .status,
       201);
-  const std::string jobsets =
-      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
-  ASSERT_EQ(client_
-                ->Post(jobsets,
-                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
-                        {"kind", "JobSet"},
-                        {"metadata", {{"name", "js"}, {"annotations", pending}}},
-                        {"spec",
-                         {{"suspend", true},
-                          {"replicatedJobs",
-                           {{{"name", "workers"},
-                             {"replicas", 2},
-                             {"template",
-                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
-                .status,
-            201);
+  const std::string jobsets = JobSets();
+  ASSERT_EQ(client_->Post(jobsets, JobSet("js", true)).status, 201);
   const std::string jobs = "/apis/batch/v1/namespaces/" + namespace_ + "/jobs";
   ASSERT_EQ(client_
                 ->Post(jobs, {{"apiVersion", "batch/v1"},
@@ -439,14 +444,51 @@ TEST_F(ControllerTest, AStandbyTakesOverFromAKilledLeaderOnceTheLeaseExpires) {
   EXPECT_TRUE(HasService("after-crash"));
 }
 
-// Its own control plane: stopping kube-apiserver must not disturb the other tests.
-class ControllerApiServerRestart : public ControllerTest {
+// The NcclPolicy controller (its own controller under the same manager): the NcclPolicy
+// "default" says whether it is in force. Deleted at the end: it is cluster-scoped.
+TEST_F(ControllerTest, TheNcclPolicySaysWhetherTheControllerUsesIt) {
+  const std::string policy = "/apis/ncclguard.io/v1alpha1/ncclpolicies/default";
+  struct DeletePolicy {
+    TestKubeClient& client;
+    std::string path;
+    ~DeletePolicy() { client.Delete(path); }
+  } cleanup{*client_, policy};
+  ASSERT_EQ(client_
+                ->Post("/apis/ncclguard.io/v1alpha1/ncclpolicies",
+                       {{"apiVersion", "ncclguard.io/v1alpha1"},
+                        {"kind", "NcclPolicy"},
+                        {"metadata", {{"name", "default"}}},
+                        {"spec", {{"gate", {{"countUnvalidatedNodes", false}}}}}})
+                .status,
+            201);
+  Start(Options());
+  const auto accepted = [&](const std::string& status) {
+    const json object = Get(policy);
+    return object.is_object() && ConditionOf(object, "Accepted").value("status", "") == status &&
+           object["status"].value("observedGeneration", 0) ==
+               object["metadata"].value("generation", -1);
+  };
+  EXPECT_TRUE(Eventually([&] { return accepted("True"); }, 30s)) << Get(policy).dump();
+
+  const KubeResponse patched = client_->Request(
+      "PATCH", policy, json{{"spec", {{"rules", {{"no-such-rule", {{"enabled", false}}}}}}}}.dump(),
+      "application/merge-patch+json");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_TRUE(Eventually([&] { return accepted("False"); }, 30s)) << Get(policy).dump();
+  const json refused = ConditionOf(Get(policy), "Accepted");
+  EXPECT_EQ(refused.value("reason", ""), "Invalid");
+  EXPECT_NE(refused.value("message", "").find("no-such-rule"), std::string::npos) << refused;
+}
+
+// Its own control plane, for a test that must not disturb the others (stopping kube-apiserver)
+// or needs other CRDs.
+class ControllerOnItsOwnControlPlane : public ControllerTest {
  protected:
-  void SetUp() override {
-    instance_ = std::make_unique<ControlPlane>(MakeTempDir("ncclguard-cp-controller-restart"));
+  void StartControlPlane(const std::string& name, const std::vector<std::string>& job_crds) {
+    instance_ = std::make_unique<ControlPlane>(MakeTempDir(name));
     ProcessResult started = instance_->Start();
     ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
-    Prepare(instance_->info());
+    Prepare(instance_->info(), job_crds);
   }
   void TearDown() override {
     controllers_.clear();
@@ -455,6 +497,45 @@ class ControllerApiServerRestart : public ControllerTest {
     }
   }
   std::unique_ptr<ControlPlane> instance_;
+};
+
+// A cluster with only the PyTorchJob CRD (the usual Kubeflow cluster: no MPIJob v2beta1, no
+// JobSet): the kinds not served must not hold up the controller, and a CRD installed later is
+// picked up without a restart.
+class ControllerWithOneJobCrd : public ControllerOnItsOwnControlPlane {
+ protected:
+  void SetUp() override {
+    StartControlPlane("ncclguard-cp-controller-one-crd", {"pytorchjob-crd.yaml"});
+  }
+};
+
+TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("first", 1, false)).status, 201);
+  manager::ManagerOptions options = Options();
+  options.cache_sync_timeout = manager::ManagerOptions{}.cache_sync_timeout;  // the default
+  const auto started = std::chrono::steady_clock::now();
+  RunningController& running = Start(options);
+  ASSERT_TRUE(Eventually([&] { return HasService("first"); }, 60s));
+  const auto first_service = std::chrono::steady_clock::now() - started;
+  std::printf("[ figure ] controller start to first Service, only the PyTorchJob CRD: %.2f s\n",
+              std::chrono::duration<double>(first_service).count());
+  EXPECT_TRUE(running.manager().Ready());
+
+  ApplyCrds(*client_, TestCrdDir() + "/jobset-crd.yaml");
+  const auto installed = std::chrono::steady_clock::now();
+  ASSERT_EQ(client_->Post(JobSets(), JobSet("late", false)).status, 201);
+  EXPECT_TRUE(Eventually([&] { return HasService("late"); }, 60s));
+  std::printf("[ figure ] JobSet CRD established to the JobSet's Service: %.2f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - installed).count());
+  EXPECT_FALSE(running.finished());
+}
+
+class ControllerApiServerRestart : public ControllerOnItsOwnControlPlane {
+ protected:
+  void SetUp() override {
+    StartControlPlane("ncclguard-cp-controller-restart",
+                      {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"});
+  }
 };
 
 TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {

@@ -107,6 +107,75 @@ bool CacheMatchesServer(kube::Client& client, const kube::Informer& informer,
   return true;
 }
 
+// A resource the API server does not serve (a CRD not installed): the informer says so at once
+// (a controller need not wait for it), and lists it once the CRD is established.
+TEST_F(KubeClientTest, AnInformerOfAResourceNotServedSaysSoAtOnceAndSyncsOnceItIs) {
+  const std::string group = namespace_ + ".ncclguard.test";
+  const kube::ResourceRef widgets{group, "v1", "widgets", true, namespace_, ""};
+  kube::InformerOptions options;
+  options.resource = widgets;
+  options.not_served_retry = 500ms;
+  kube::Informer informer(client_, options);
+  Recorded recorded;
+  informer.AddHandlers(Count(recorded));
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSyncOrNotServed(10s));
+  EXPECT_TRUE(informer.NotServed());
+  EXPECT_FALSE(informer.HasSynced());
+
+  const std::string crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+  const core::Json crd{
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "CustomResourceDefinition"},
+      {"metadata", {{"name", "widgets." + group}}},
+      {"spec",
+       {{"group", group},
+        {"scope", "Namespaced"},
+        {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}}},
+        {"versions",
+         {{{"name", "v1"},
+           {"served", true},
+           {"storage", true},
+           {"schema",
+            {{"openAPIV3Schema",
+              {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}}}};
+  ASSERT_EQ(admin_->Post(crds, crd).status, 201);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const KubeResponse got = admin_->Get(crds + "/widgets." + group);
+        if (got.status != 200) return false;
+        for (const auto& c : got.Json().value(core::Json::json_pointer("/status/conditions"),
+                                              core::Json::array())) {
+          if (c.value("type", "") == "Established" && c.value("status", "") == "True") return true;
+        }
+        return false;
+      },
+      30s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        try {
+          client_->Create(widgets, {{"apiVersion", group + "/v1"},
+                                    {"kind", "Widget"},
+                                    {"metadata", {{"name", "w1"}, {"namespace", namespace_}}}});
+          return true;
+        } catch (const kube::ApiError&) {
+          return false;  // established, but not yet served by every handler
+        }
+      },
+      30s));
+  EXPECT_TRUE(informer.WaitForSync(30s));
+  EXPECT_FALSE(informer.NotServed());
+  EXPECT_TRUE(Eventually([&] { return informer.Get(namespace_ + "/w1") != nullptr; }, 30s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        std::lock_guard lock(recorded.mutex);
+        return recorded.adds == 1;
+      },
+      10s));
+  informer.Stop();
+  admin_->Delete(crds + "/widgets." + group);
+}
+
 TEST_F(KubeClientTest, InformerConvergesOnProjectedObjectsWithIndexes) {
   for (int i = 0; i < 30; ++i) {
     core::Json cm = ConfigMap("before-" + std::to_string(i), {{"big", std::string(2000, 'x')}});

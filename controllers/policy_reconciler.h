@@ -1,0 +1,29 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "controllers/actions.h"
+#include "controllers/timestamps.h"
+#include "core/json.h"
+
+namespace ncclguard::controllers {
+
+// A work-queue key of the NcclPolicy controller: the cluster-scoped object's name.
+struct PolicyKey {
+  std::string name;
+
+  std::string ToString() const { return name; }
+  static std::optional<PolicyKey> Parse(std::string_view text);
+  bool operator==(const PolicyKey&) const = default;
+};
+
+// The NcclPolicy controller: tells the author of the NcclPolicy "default" whether the controller
+// and the webhook use it (condition Accepted, observedGeneration; PolicyStatusPatch). `object` is
+// the cached NcclPolicy (nullopt: deleted, nothing to write). Any other name: no actions (only
+// "default" is read). Level-triggered: once the status says so, no actions.
+ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<core::Json>& object,
+                                    Timestamp now);
+
+}  // namespace ncclguard::controllers

@@ -1,0 +1,167 @@
+#include "manager/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace ncclguard::manager {
+namespace {
+
+// With the queue's backoff (5 ms doubling) 16 attempts span about five minutes: long enough to
+// outlast an API server restart, short enough to give up on a namespace being deleted.
+constexpr int kMaxEventAttempts = 16;
+
+}  // namespace
+
+std::string LogLine(std::initializer_list<std::pair<const char*, std::string>> fields) {
+  core::Json line = core::Json::object();
+  for (const auto& [key, value] : fields) line[key] = value;
+  return line.dump();
+}
+
+Controller::Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout)
+    : spec_(std::move(spec)), executor_(executor), sync_timeout_(sync_timeout) {
+  for (const TextWatch& watch : spec_.watches) {
+    const TextWatch* w = &watch;  // spec_ is not resized after this
+    w->informer->AddHandlers(
+        {[this, w](const kube::CachedObject& now) {
+           OnChange(*w, {nullptr, now.get()});
+         },
+         [this, w](const kube::CachedObject& old, const kube::CachedObject& now) {
+           OnChange(*w, {old.get(), now.get()});
+         },
+         [this, w](const kube::CachedObject& old) {
+           OnChange(*w, {old.get(), nullptr});
+         }});
+  }
+}
+
+// Runs on the informers' threads, on every replica: nothing is mapped while not leading (Run
+// enqueues every key when it starts).
+void Controller::OnChange(const TextWatch& watch, const Change& change) {
+  {
+    std::lock_guard lock(queue_mutex_);
+    if (queue_ == nullptr) return;
+  }
+  if (watch.predicate && !watch.predicate(change)) return;
+  const std::vector<std::string> keys = watch.map(change.object());
+  std::lock_guard lock(queue_mutex_);
+  if (queue_ == nullptr) return;
+  for (const std::string& key : keys) queue_->Add(key);
+}
+
+bool Controller::Synced() const {
+  return std::all_of(spec_.watches.begin(), spec_.watches.end(), [](const TextWatch& watch) {
+    return watch.informer->HasSynced() || watch.informer->NotServed();
+  });
+}
+
+void Controller::Run(const kube::StopToken& leading) {
+  // In slices, so a stop is not held up by an informer that cannot list (no RBAC, say).
+  const auto deadline = std::chrono::steady_clock::now() + sync_timeout_;
+  while (!Synced() && !leading.stopped() && std::chrono::steady_clock::now() < deadline) {
+    for (const TextWatch& watch : spec_.watches) {
+      if (!watch.informer->WaitForSyncOrNotServed(std::chrono::milliseconds(100))) break;
+    }
+  }
+  if (leading.stopped()) return;
+  for (const TextWatch& watch : spec_.watches) {
+    if (watch.informer->HasSynced()) continue;
+    // A kind whose CRD is not installed is usual (no JobSet in a Kubeflow cluster).
+    const bool not_served = watch.informer->NotServed();
+    spdlog::log(
+        not_served ? spdlog::level::info : spdlog::level::warn, "{}",
+        LogLine({{"msg", not_served ? "not served (CRD not installed?); its objects are "
+                                      "reconciled once it is"
+                                    : "cache not synced; reconciling without it until it is"},
+                 {"controller", spec_.name},
+                 {"resource", watch.informer->resource().Describe()}}));
+  }
+  kube::WorkQueue queue;
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_ = &queue;
+  }
+  const int wake = leading.OnStop([&queue] { queue.ShutDown(); });
+  for (const std::string& key : spec_.all_keys()) queue.Add(key);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, spec_.workers); ++i) {
+    workers.emplace_back([this, &queue, &leading] {
+      while (auto key = queue.Get()) {
+        Process(queue, *key, leading);
+        queue.Done(*key);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  leading.RemoveOnStop(wake);
+  std::lock_guard lock(queue_mutex_);
+  queue_ = nullptr;
+}
+
+void Controller::Process(kube::WorkQueue& queue, const std::string& key,
+                         const kube::StopToken& leading) {
+  if (leading.stopped()) return;
+  std::string error;
+  std::vector<controllers::Action> unsent = TakeUnsent(key);
+  // Events refused again and again (a namespace being deleted) are given up on.
+  if (!unsent.empty() && queue.NumRequeues(key) < kMaxEventAttempts) {
+    std::vector<controllers::Action> still_unsent;
+    if (executor_.Apply(unsent, leading, &error, &still_unsent) != Outcome::kDone) {
+      KeepUnsent(key, std::move(still_unsent));
+      ++stats_.retries;
+      queue.AddRateLimited(key);
+      return;
+    }
+  }
+  Outcome outcome = Outcome::kRetry;
+  std::optional<controllers::ReconcileResult> result;
+  try {
+    result = spec_.reconcile(key);
+    if (!result) return;  // not a key of this controller
+    ++stats_.reconciles;
+    std::vector<controllers::Action> failed_events;
+    outcome = executor_.Apply(result->actions, leading, &error, &failed_events);
+    KeepUnsent(key, std::move(failed_events));
+  } catch (const std::exception& e) {  // a response the client could not read, say
+    error = e.what();
+  }
+  switch (outcome) {
+    case Outcome::kDone:
+      queue.Forget(key);
+      if (result && result->requeue_after) queue.AddAfter(key, *result->requeue_after);
+      break;
+    case Outcome::kDropped:
+      queue.Forget(key);
+      break;
+    case Outcome::kRetry:
+      ++stats_.retries;
+      spdlog::info("{}", LogLine({{"msg", "reconcile failed; retrying with backoff"},
+                                  {"controller", spec_.name},
+                                  {"key", key},
+                                  {"error", error}}));
+      queue.AddRateLimited(key);
+      break;
+    case Outcome::kStopped:
+      break;
+  }
+}
+
+std::vector<controllers::Action> Controller::TakeUnsent(const std::string& key) {
+  std::lock_guard lock(unsent_mutex_);
+  const auto it = unsent_.find(key);
+  if (it == unsent_.end()) return {};
+  std::vector<controllers::Action> events = std::move(it->second);
+  unsent_.erase(it);
+  return events;
+}
+
+void Controller::KeepUnsent(const std::string& key, std::vector<controllers::Action> events) {
+  if (events.empty()) return;
+  std::lock_guard lock(unsent_mutex_);
+  auto& slot = unsent_[key];
+  for (auto& e : events) slot.push_back(std::move(e));
+}
+
+}  // namespace ncclguard::manager

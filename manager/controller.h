@@ -1,0 +1,159 @@
+// The seam between the manager and one controller (docs/operator.md "Wiring"). A controller
+// names the kinds it watches (informers shared through Caches: one per kind, whoever watches
+// it), for each a predicate (which changes matter) and a mapper (the keys a changed object
+// affects), and a pure reconcile from a key to actions. The manager runs it while leading: its
+// own work queue and workers, started once its own informers have synced (a kind whose CRD is
+// not installed does not hold it up), the executor applying the actions, retries with backoff.
+#pragma once
+
+#include <atomic>
+#include <concepts>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controllers/actions.h"
+#include "core/json.h"
+#include "kube/informer.h"
+#include "kube/stop_token.h"
+#include "kube/work_queue.h"
+#include "manager/executor.h"
+
+namespace ncclguard::manager {
+
+// One JSON log line of these fields (a reconcile's lines carry its key as "key").
+std::string LogLine(std::initializer_list<std::pair<const char*, std::string>> fields);
+
+// Something the manager runs until its stop token fires: a controller, the webhook certificate
+// manager. Runnables that need leadership run only while this replica holds the Lease (and
+// stop when it is lost); the others run on every replica from the start of Manager::Run.
+struct Runnable {
+  std::string name;
+  bool needs_leader_election = true;
+  std::function<void(const kube::StopToken& stop)> run;  // returns soon after `stop` fires
+};
+
+// One change of a watched object: old_object null for an add, new_object null for a delete.
+struct Change {
+  const core::Json* old_object = nullptr;
+  const core::Json* new_object = nullptr;
+  const core::Json& object() const { return new_object != nullptr ? *new_object : *old_object; }
+};
+
+// Which changes matter (null: every change).
+using Predicate = std::function<bool(const Change& change)>;
+
+// A work-queue key with a text form that parses back (controllers::JobKey, say).
+template <typename K>
+concept QueueKey = requires(const K& key, std::string_view text) {
+  { key.ToString() } -> std::convertible_to<std::string>;
+  { K::Parse(text) } -> std::same_as<std::optional<K>>;
+};
+
+template <QueueKey Key>
+struct Watch {
+  kube::Informer* informer = nullptr;  // Caches' informer of the kind
+  // The keys a changed object affects (for a delete, the object as last seen).
+  std::function<std::vector<Key>(const core::Json& object)> map;
+  Predicate predicate;
+};
+
+template <QueueKey Key>
+struct ControllerSpec {
+  std::string name;  // in logs and stats: "trainingjob", "ncclpolicy"
+  std::vector<Watch<Key>> watches;
+  // Every key to reconcile when the controller starts (a new leader reads everything once).
+  std::function<std::vector<Key>()> all_keys;
+  // Pure: reads the caches (a ClusterView), returns the actions (controllers/).
+  std::function<controllers::ReconcileResult(const Key& key)> reconcile;
+  int workers = 1;
+};
+
+struct ControllerStats {
+  std::atomic<long> reconciles{0};
+  std::atomic<long> retries{0};
+};
+
+// The type-erased controller the manager runs (keys as text).
+class Controller {
+ public:
+  struct TextWatch {
+    kube::Informer* informer = nullptr;
+    std::function<std::vector<std::string>(const core::Json& object)> map;
+    Predicate predicate;
+  };
+  struct Spec {
+    std::string name;
+    std::vector<TextWatch> watches;
+    std::function<std::vector<std::string>()> all_keys;
+    // nullopt: the text is not a key of this controller (dropped).
+    std::function<std::optional<controllers::ReconcileResult>(const std::string& key)> reconcile;
+    int workers = 1;
+  };
+
+  // Adds its handlers to the watched informers: before they start.
+  Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout);
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  const std::string& name() const { return spec_.name; }
+  // Waits for its informers (synced, or their resource not served; at most the sync timeout),
+  // then reconciles until `leading` stops; in-flight reconciles end before this returns.
+  void Run(const kube::StopToken& leading);
+  // Its informers have synced or are not served.
+  bool Synced() const;
+  const ControllerStats& stats() const { return stats_; }
+
+ private:
+  void OnChange(const TextWatch& watch, const Change& change);
+  void Process(kube::WorkQueue& queue, const std::string& key, const kube::StopToken& leading);
+  std::vector<controllers::Action> TakeUnsent(const std::string& key);
+  void KeepUnsent(const std::string& key, std::vector<controllers::Action> events);
+
+  Spec spec_;
+  Executor& executor_;
+  std::chrono::milliseconds sync_timeout_;
+  std::mutex queue_mutex_;
+  kube::WorkQueue* queue_ = nullptr;  // while running
+  // Events a reconcile could not write, sent before that key's next reconcile.
+  std::mutex unsent_mutex_;
+  std::map<std::string, std::vector<controllers::Action>> unsent_;
+  ControllerStats stats_;
+};
+
+// The typed spec as the manager runs it.
+template <QueueKey Key>
+Controller::Spec Erase(ControllerSpec<Key> spec) {
+  const auto texts = [](const std::vector<Key>& keys) {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const Key& key : keys) out.push_back(key.ToString());
+    return out;
+  };
+  Controller::Spec erased;
+  erased.name = std::move(spec.name);
+  erased.workers = spec.workers;
+  for (Watch<Key>& watch : spec.watches) {
+    erased.watches.push_back({watch.informer,
+                              [map = std::move(watch.map), texts](const core::Json& object) {
+                                return texts(map(object));
+                              },
+                              std::move(watch.predicate)});
+  }
+  erased.all_keys = [all = std::move(spec.all_keys), texts] { return texts(all()); };
+  erased.reconcile = [reconcile = std::move(spec.reconcile)](
+                         const std::string& text) -> std::optional<controllers::ReconcileResult> {
+    const std::optional<Key> key = Key::Parse(text);
+    if (!key) return std::nullopt;
+    return reconcile(*key);
+  };
+  return erased;
+}
+
+}  // namespace ncclguard::manager

@@ -1,0 +1,187 @@
+#include "manager/wiring.h"
+
+#include <spdlog/spdlog.h>
+
+#include "controllers/labels.h"
+#include "controllers/training_job_reconciler.h"
+
+namespace ncclguard::manager {
+namespace {
+
+using controllers::JobKey;
+using core::Json;
+
+controllers::Timestamp Now() {
+  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+}
+
+bool IsPolicyObject(const Json& object) {
+  return controllers::Meta(object, "name") == controllers::kPolicyObjectName;
+}
+
+Json FieldOrNull(const Json* object, const char* field) {
+  if (object == nullptr || !object->is_object()) return nullptr;
+  const auto found = object->find(field);
+  return found == object->end() ? Json(nullptr) : *found;
+}
+
+Json Labels(const Json* object) {
+  const Json metadata = FieldOrNull(object, "metadata");
+  return FieldOrNull(&metadata, "labels");
+}
+
+// Every cached job that `keep` accepts.
+template <typename Filter>
+std::vector<JobKey> Jobs(const Caches& caches, Filter&& keep) {
+  std::vector<JobKey> keys;
+  for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    for (const auto& job : caches.Job(info.kind).List()) {
+      if (!keep(*job)) continue;
+      keys.push_back(
+          {info.kind, controllers::Meta(*job, "namespace"), controllers::Meta(*job, "name")});
+    }
+  }
+  return keys;
+}
+
+// A Service's controller owner, when it is a managed kind.
+std::vector<JobKey> ServiceOwner(const Json& service) {
+  std::vector<JobKey> keys;
+  const Json metadata = FieldOrNull(&service, "metadata");
+  const Json owners = FieldOrNull(&metadata, "ownerReferences");
+  if (!owners.is_array()) return keys;
+  for (const Json& owner : owners) {
+    if (!owner.is_object() || !owner.value("controller", false)) continue;
+    if (const auto kind = controllers::KindOfObject(owner)) {
+      keys.push_back({*kind, controllers::Meta(service, "namespace"), owner.value("name", "")});
+    }
+  }
+  return keys;
+}
+
+// The jobs of the pod an Event is about (from the pod cache).
+std::vector<JobKey> EventSubjectJobs(const Caches& caches, const Json& event) {
+  const auto regarding = event.find("regarding");
+  if (regarding == event.end() || !regarding->is_object()) return {};
+  if (regarding->value("kind", "") != "Pod") return {};
+  const auto pod = caches.pods().Get(
+      kube::ObjectKey(controllers::Meta(event, "namespace"), regarding->value("name", "")));
+  return pod ? controllers::JobKeysForPod(*pod) : std::vector<JobKey>{};
+}
+
+}  // namespace
+
+PolicySource::PolicySource(core::Policy base)
+    : base_(std::move(base)), current_(std::make_shared<const core::Policy>(base_)) {}
+
+void PolicySource::Watch(kube::Informer& policies) {
+  policies.AddHandlers(
+      {[this](const kube::CachedObject& object) { Observe(object); },
+       [this](const kube::CachedObject&, const kube::CachedObject& now) { Observe(now); },
+       [this](const kube::CachedObject& object) {
+         if (IsPolicyObject(*object)) Observe(nullptr);
+       }});
+}
+
+std::shared_ptr<const core::Policy> PolicySource::Current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+void PolicySource::Observe(const kube::CachedObject& object) {
+  if (object && !IsPolicyObject(*object)) return;
+  std::lock_guard lock(mutex_);
+  if (!object) {
+    holder_.Update(std::nullopt);
+    current_ = std::make_shared<const core::Policy>(base_);
+    return;
+  }
+  if (const auto error = holder_.Update(*object)) {
+    spdlog::warn("{}", LogLine({{"msg", "NcclPolicy not applied; keeping the last good policy"},
+                                {"key", controllers::Meta(*object, "name")},
+                                {"error", *error}}));
+  }
+  current_ = std::make_shared<const core::Policy>(holder_.Current());
+}
+
+ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicySource& policy,
+                                             int workers) {
+  ControllerSpec<JobKey> spec;
+  spec.name = "trainingjob";
+  spec.workers = workers;
+  for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    const controllers::JobKind kind = info.kind;
+    spec.watches.push_back({&caches.Job(kind),
+                            [kind](const Json& job) {
+                              return std::vector<JobKey>{{kind, controllers::Meta(job, "namespace"),
+                                                          controllers::Meta(job, "name")}};
+                            },
+                            nullptr});
+  }
+  spec.watches.push_back({&caches.pods(), controllers::JobKeysForPod, nullptr});
+  spec.watches.push_back({&caches.services(), ServiceOwner, nullptr});
+  spec.watches.push_back({&caches.events(),
+                          [&caches](const Json& event) { return EventSubjectJobs(caches, event); },
+                          [](const Change& change) { return change.new_object != nullptr; }});
+  const auto pending = [&caches](const Json&) {
+    return Jobs(caches, [](const Json& job) { return controllers::GatePending(job); });
+  };
+  spec.watches.push_back({&caches.nodes(), pending, nullptr});
+  spec.watches.push_back({&caches.node_validations(), pending, nullptr});
+  spec.watches.push_back({&caches.namespaces(),
+                          [&caches](const Json& ns) {
+                            const std::string name = controllers::Meta(ns, "name");
+                            return Jobs(caches, [&name](const Json& job) {
+                              return controllers::Meta(job, "namespace") == name;
+                            });
+                          },
+                          // A new namespace, or its labels changed (ncclguard.io/enabled).
+                          [](const Change& change) {
+                            return change.new_object != nullptr &&
+                                   (change.old_object == nullptr ||
+                                    Labels(change.old_object) != Labels(change.new_object));
+                          }});
+  // The policy in force changed (PolicySource has it already): every job. The controller's own
+  // status writes are not a change of policy.
+  spec.watches.push_back(
+      {&caches.policies(),
+       [&caches](const Json&) { return Jobs(caches, [](const Json&) { return true; }); },
+       [](const Change& change) {
+         return IsPolicyObject(change.object()) &&
+                (change.old_object == nullptr || change.new_object == nullptr ||
+                 FieldOrNull(change.old_object, "spec") != FieldOrNull(change.new_object, "spec"));
+       }});
+  spec.all_keys = [&caches] { return Jobs(caches, [](const Json&) { return true; }); };
+  spec.reconcile = [&caches, &policy](const JobKey& key) {
+    const CacheView view(caches, policy.Current());
+    return controllers::ReconcileTrainingJob(key, view, Now());
+  };
+  return spec;
+}
+
+ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches) {
+  using controllers::PolicyKey;
+  ControllerSpec<PolicyKey> spec;
+  spec.name = "ncclpolicy";
+  spec.workers = 1;
+  spec.watches.push_back({&caches.policies(),
+                          [](const Json& object) {
+                            return IsPolicyObject(object)
+                                       ? std::vector<PolicyKey>{{controllers::Meta(object, "name")}}
+                                       : std::vector<PolicyKey>{};
+                          },
+                          nullptr});
+  spec.all_keys = [&caches] {
+    return caches.policies().Get(std::string(controllers::kPolicyObjectName))
+               ? std::vector<PolicyKey>{{std::string(controllers::kPolicyObjectName)}}
+               : std::vector<PolicyKey>{};
+  };
+  spec.reconcile = [&caches](const PolicyKey& key) {
+    const kube::CachedObject object = caches.policies().Get(key.name);
+    return controllers::ReconcileNcclPolicy(
+        key, object ? std::optional<Json>(*object) : std::nullopt, Now());
+  };
+  return spec;
+}
+
+}  // namespace ncclguard::manager

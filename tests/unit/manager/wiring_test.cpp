@@ -1,0 +1,139 @@
+// The controller seam without threads or an API server: typed keys through the type-erased
+// spec, and the watches of the two controllers `ncclguard controller` runs (which changes
+// matter, which keys they map to). The caches are built but never started.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "controllers/labels.h"
+#include "manager/cache.h"
+#include "manager/controller.h"
+#include "manager/wiring.h"
+
+namespace ncclguard::test {
+namespace {
+
+using controllers::JobKey;
+using controllers::JobKind;
+using controllers::PolicyKey;
+using core::Json;
+using manager::Change;
+
+std::shared_ptr<kube::Client> UnusedClient() {
+  kube::ClientConfig config;
+  config.server = "https://127.0.0.1:1";  // never contacted: the informers are not started
+  return std::make_shared<kube::Client>(config);
+}
+
+template <typename Key>
+const manager::Watch<Key>& WatchOf(const manager::ControllerSpec<Key>& spec,
+                                   const kube::Informer& informer) {
+  const auto found = std::find_if(spec.watches.begin(), spec.watches.end(),
+                                  [&](const auto& watch) { return watch.informer == &informer; });
+  if (found == spec.watches.end()) throw std::runtime_error("not watched");
+  return *found;
+}
+
+template <typename Key>
+bool Matters(const manager::Watch<Key>& watch, const Json* old_object, const Json* new_object) {
+  return !watch.predicate || watch.predicate(Change{old_object, new_object});
+}
+
+Json Object(const std::string& ns, const std::string& name) {
+  Json object{{"metadata", {{"name", name}}}};
+  if (!ns.empty()) object["metadata"]["namespace"] = ns;
+  return object;
+}
+
+class Wiring : public ::testing::Test {
+ protected:
+  manager::Caches caches_{UnusedClient()};
+  manager::PolicySource policy_{core::Policy::Defaults()};
+};
+
+TEST_F(Wiring, TypedKeysGoThroughTheQueueAsTextAndJunkIsDropped) {
+  manager::ControllerSpec<JobKey> spec;
+  spec.name = "test";
+  spec.watches.push_back(
+      {nullptr,
+       [](const Json& object) {
+         return std::vector<JobKey>{{JobKind::MpiJob, "ns", controllers::Meta(object, "name")}};
+       },
+       nullptr});
+  spec.all_keys = [] { return std::vector<JobKey>{{JobKind::JobSet, "a", "b"}}; };
+  std::vector<JobKey> reconciled;
+  spec.reconcile = [&reconciled](const JobKey& key) {
+    reconciled.push_back(key);
+    return controllers::ReconcileResult{};
+  };
+  const manager::Controller::Spec erased = manager::Erase(std::move(spec));
+  EXPECT_EQ(erased.watches.at(0).map(Object("ns", "x")), std::vector<std::string>{"MPIJob/ns/x"});
+  EXPECT_EQ(erased.all_keys(), std::vector<std::string>{"JobSet/a/b"});
+  EXPECT_TRUE(erased.reconcile("PyTorchJob/ns/y"));
+  EXPECT_FALSE(erased.reconcile("not a key"));
+  EXPECT_EQ(reconciled, (std::vector<JobKey>{{JobKind::PyTorchJob, "ns", "y"}}));
+}
+
+TEST_F(Wiring, TrainingJobsAreRequeuedForPolicySpecChangesNotForStatusWrites) {
+  const auto spec = manager::TrainingJobController(caches_, policy_, 2);
+  const auto& watch = WatchOf(spec, caches_.policies());
+  Json before = Object("", "default");
+  before["spec"] = {{"rendezvousPort", 23456}};
+  Json status_written = before;
+  status_written["status"] = {{"observedGeneration", 1}};
+  Json spec_changed = before;
+  spec_changed["spec"]["rendezvousPort"] = 23457;
+  EXPECT_TRUE(Matters(watch, nullptr, &before));
+  EXPECT_FALSE(Matters(watch, &before, &status_written));
+  EXPECT_TRUE(Matters(watch, &status_written, &spec_changed));
+  EXPECT_TRUE(Matters(watch, &before, nullptr));
+  const Json other = Object("", "team-a");
+  EXPECT_FALSE(Matters(watch, nullptr, &other));
+}
+
+TEST_F(Wiring, NamespacesMatterWhenAddedOrRelabelled) {
+  const auto spec = manager::TrainingJobController(caches_, policy_, 2);
+  const auto& watch = WatchOf(spec, caches_.namespaces());
+  const Json plain = Object("", "team-a");
+  Json enabled = plain;
+  enabled["metadata"]["labels"] = {{"ncclguard.io/enabled", "true"}};
+  Json annotated = enabled;
+  annotated["metadata"]["annotations"] = {{"note", "x"}};
+  EXPECT_TRUE(Matters(watch, nullptr, &plain));
+  EXPECT_TRUE(Matters(watch, &plain, &enabled));
+  EXPECT_FALSE(Matters(watch, &enabled, &annotated));
+  EXPECT_FALSE(Matters(watch, &enabled, nullptr));
+}
+
+TEST_F(Wiring, ServicesMapToTheirControllingJobAndEventDeletionsToNothing) {
+  const auto spec = manager::TrainingJobController(caches_, policy_, 2);
+  Json service = Object("team-a", "llama");
+  service["metadata"]["ownerReferences"] = {
+      {{"apiVersion", "kubeflow.org/v1"},
+       {"kind", "PyTorchJob"},
+       {"name", "llama"},
+       {"controller", true}},
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "other"}, {"controller", false}}};
+  EXPECT_EQ(WatchOf(spec, caches_.services()).map(service),
+            (std::vector<JobKey>{{JobKind::PyTorchJob, "team-a", "llama"}}));
+  const Json event = Object("team-a", "e1");
+  EXPECT_FALSE(Matters(WatchOf(spec, caches_.events()), &event, nullptr));
+  EXPECT_EQ(WatchOf(spec, caches_.Job(JobKind::JobSet)).map(Object("team-a", "js")),
+            (std::vector<JobKey>{{JobKind::JobSet, "team-a", "js"}}));
+}
+
+TEST_F(Wiring, ThePolicyControllerSharesTheNcclPolicyCacheAndReadsOnlyDefault) {
+  const auto jobs = manager::TrainingJobController(caches_, policy_, 2);
+  const auto policies = manager::NcclPolicyController(caches_);
+  // One informer per kind: both controllers watch the same one.
+  EXPECT_EQ(WatchOf(jobs, caches_.policies()).informer,
+            WatchOf(policies, caches_.policies()).informer);
+  const auto& watch = WatchOf(policies, caches_.policies());
+  EXPECT_EQ(watch.map(Object("", "default")), std::vector<PolicyKey>{{"default"}});
+  EXPECT_TRUE(watch.map(Object("", "team-a")).empty());
+  EXPECT_TRUE(policies.all_keys().empty());  // nothing cached
+  EXPECT_TRUE(policies.reconcile({"default"}).actions.empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test
