@@ -93,21 +93,16 @@ TEST(Catalog, RefusesDuplicatesUnknownSlugsAndMissingText) {
   const std::size_t before = Catalog::All().size();
   const CatalogEntry good{"catalog-test-new", FindingKind::Check, FindingLevel::Warn,
                           "memlock",          "a summary",        "a remedy"};
-  CatalogEntry duplicate = good;
-  duplicate.id = "gpu-oom";  // a diagnosis: ids are unique across kinds
-  EXPECT_THROW(Catalog::Register(duplicate), std::logic_error);
-  CatalogEntry unknown_slug = good;
-  unknown_slug.slug = "no-such-section";
-  EXPECT_THROW(Catalog::Register(unknown_slug), std::logic_error);
-  CatalogEntry no_summary = good;
-  no_summary.summary = "";
-  EXPECT_THROW(Catalog::Register(no_summary), std::logic_error);
-  CatalogEntry no_remedy = good;
-  no_remedy.remedy = "";
-  EXPECT_THROW(Catalog::Register(no_remedy), std::logic_error);
-  CatalogEntry no_id = good;
-  no_id.id = "";
-  EXPECT_THROW(Catalog::Register(no_id), std::logic_error);
+  const auto refused = [&](auto change) {
+    CatalogEntry entry = good;
+    change(entry);
+    EXPECT_THROW(Catalog::Register(entry), std::logic_error) << entry.id;
+  };
+  refused([](CatalogEntry& e) { e.id = "gpu-oom"; });  // a diagnosis: ids are unique across kinds
+  refused([](CatalogEntry& e) { e.slug = "no-such-section"; });
+  refused([](CatalogEntry& e) { e.summary = ""; });
+  refused([](CatalogEntry& e) { e.remedy = ""; });
+  refused([](CatalogEntry& e) { e.id = ""; });
   EXPECT_EQ(Catalog::All().size(), before);
   EXPECT_EQ(Catalog::Find("catalog-test-new"), nullptr);
 }
