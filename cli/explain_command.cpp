@@ -56,7 +56,9 @@ void PrintEntry(const CatalogEntry& entry, const core::Policy& policy) {
                 << (policy.RuleEnabled(entry.id) ? "" : ", disabled by policy");
     }
   } else if (entry.kind == FindingKind::Check) {
-    std::cout << " (the worst status it reports)";
+    std::cout << (entry.level == core::FindingLevel::Info
+                      ? " (it reports what it sees: Pass or Skip)"
+                      : " (the worst status it reports)");
   }
   std::cout << "\n  what:   " << entry.summary << "\n  fix:    " << entry.remedy
             << "\n  guide:  " << core::GuideLink(policy.guide_base_url, entry.slug) << "\n";
