@@ -55,7 +55,15 @@ webhook::ServerConfig WebhookServerConfig(const std::string& listen,
 // Serves the admission webhook until SIGTERM/SIGINT, then drains and returns 0.
 int RunWebhook(const WebhookOptions& options);
 
-int RunExplain(const std::string& id, bool all, bool markdown, const PolicyOptions& options);
+// `ncclguard explain`: one rule, node check or diagnosis by id; without one, the list of all.
+struct ExplainOptions {
+  std::string id;
+  bool all = false;          // explain every one
+  bool markdown = false;     // docs/rules.md
+  bool guide_index = false;  // the index of docs/guide.md
+  bool json = false;         // every one, as a JSON array
+};
+int RunExplain(const ExplainOptions& explain, const PolicyOptions& options);
 
 // `ncclguard probe --once`: runs the node checks and prints the report. Exit 0: no check
 // failed; 1: a check failed; 2: the probe could not run (bad flags or inputs).

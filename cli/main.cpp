@@ -37,13 +37,17 @@ int main(int argc, char** argv) {
   fix->add_option("files", files, "YAML/JSON files, - for stdin")->required();
   AddPolicyFlags(fix, policy);
 
-  std::string rule_id;
-  bool all = false;
-  bool markdown = false;
-  CLI::App* explain = app.add_subcommand("explain", "explain a rule, node check or diagnosis");
-  explain->add_option("id", rule_id, "rule, node check or diagnosis id");
-  explain->add_flag("--all", all, "explain every rule");
-  explain->add_flag("--markdown", markdown, "print the rules table as Markdown");
+  ncclguard::cli::ExplainOptions explain_options;
+  CLI::App* explain = app.add_subcommand(
+      "explain", "explain a rule, node check or diagnosis (without an id: list them all)");
+  explain->add_option("id", explain_options.id, "rule, node check or diagnosis id");
+  explain->add_flag("--all", explain_options.all, "explain every rule, node check and diagnosis");
+  explain->add_flag("--markdown", explain_options.markdown,
+                    "print docs/rules.md (every rule, node check and diagnosis) as Markdown");
+  explain->add_flag("--guide-index", explain_options.guide_index,
+                    "print the index of docs/guide.md (every id and its section) as Markdown");
+  explain->add_flag("--json", explain_options.json,
+                    "print every rule, node check and diagnosis as a JSON array");
   AddPolicyFlags(explain, policy);
 
   ncclguard::cli::WebhookOptions webhook_options;
@@ -105,13 +109,7 @@ int main(int argc, char** argv) {
     }
     if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
     if (webhook->parsed()) return ncclguard::cli::RunWebhook(webhook_options);
-    if (explain->parsed()) {
-      if (rule_id.empty() && !all && !markdown) {
-        std::cerr << "ncclguard explain: name a rule id, or use --all\n";
-        return kExitInputError;
-      }
-      return ncclguard::cli::RunExplain(rule_id, all, markdown, policy);
-    }
+    if (explain->parsed()) return ncclguard::cli::RunExplain(explain_options, policy);
     if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
     if (controller->parsed()) return ncclguard::cli::RunController(controller_options, policy);
   } catch (const ncclguard::core::InputError& e) {

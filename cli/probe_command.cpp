@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/probe_setup.h"
-#include "core/catalog.h"
+#include "probes/check.h"
 #include "probes/context.h"
 #include "probes/instance_type.h"
 #include "probes/publisher.h"
@@ -22,11 +22,7 @@ int UsageError(const std::string& message) {
   return probes::kProbeExitError;
 }
 
-bool IsNodeCheck(const std::string& id) {
-  for (const core::CatalogEntry& entry : core::NodeChecks())
-    if (entry.id == id) return true;
-  return false;
-}
+bool IsNodeCheck(const std::string& id) { return probes::CheckRegistry::Find(id) != nullptr; }
 
 }  // namespace
 

@@ -30,10 +30,12 @@ struct DiagnosisInfo {
   std::string_view slug;  // guide section
   // Lower runs first; the highest-ranked diagnosis found names the NcclDiagnosis condition.
   int rank;
-  std::string_view remedy;  // one sentence, appended to Event notes
+  std::string_view summary;  // what it is seen in, one sentence
+  std::string_view remedy;   // one sentence, appended to Event notes
 };
 
-// One runtime diagnosis: one file in controllers/diagnoses/, registered by id.
+// One runtime diagnosis: one file in controllers/diagnoses/, registered by id with its
+// description (core::Catalog; a diagnosis is a Warning Event, level warn).
 class Diagnosis {
  public:
   explicit Diagnosis(DiagnosisInfo info) : info_(info) {}

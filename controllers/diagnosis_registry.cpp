@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <stdexcept>
 
 #include "controllers/diagnosis.h"
 #include "core/catalog.h"
@@ -24,24 +23,12 @@ bool Before(const Diagnosis* a, const Diagnosis* b) {
 
 }  // namespace
 
-// The catalog in core/ is the contract: a diagnosis that is not in it, or links another guide
-// section, is a programming error caught at start-up.
+// The catalog rejects a duplicate id or an unknown guide slug: a programming error caught at
+// start-up.
 DiagnosisRegistry::Registrar::Registrar(std::unique_ptr<Diagnosis> diagnosis) {
   const DiagnosisInfo& info = diagnosis->Info();
-  const auto catalog = core::Diagnoses();
-  const auto entry = std::find_if(catalog.begin(), catalog.end(),
-                                  [&](const core::CatalogEntry& e) { return e.id == info.id; });
-  if (entry == catalog.end()) {
-    throw std::logic_error("diagnosis " + std::string(info.id) + " is not in core::Diagnoses()");
-  }
-  if (entry->slug != info.slug) {
-    throw std::logic_error("diagnosis " + std::string(info.id) + " links " +
-                           std::string(info.slug) + ", the catalog says " +
-                           std::string(entry->slug));
-  }
-  if (Find(info.id) != nullptr) {
-    throw std::logic_error("diagnosis registered twice: " + std::string(info.id));
-  }
+  core::Catalog::Register({info.id, core::FindingKind::Diagnosis, core::FindingLevel::Warn,
+                           info.slug, info.summary, info.remedy, info.rank});
   Registry& registry = TheRegistry();
   const Diagnosis* raw = diagnosis.get();
   registry.owned.push_back(std::move(diagnosis));

@@ -13,18 +13,11 @@
 namespace ncclguard::controllers {
 namespace {
 
-std::string_view CheckSlug(std::string_view check_id) {
-  for (const auto& check : core::NodeChecks()) {
-    if (check.id == check_id) return check.slug;
-  }
-  return "efa-config";
-}
-
-std::string_view DiagnosisSlug(std::string_view id) {
-  for (const auto& diagnosis : core::Diagnoses()) {
-    if (diagnosis.id == id) return diagnosis.slug;
-  }
-  return "efa-config";
+// The guide section of a node check or diagnosis; a check id a NodeValidation names that this
+// build does not know links the EFA section, where node validation is explained.
+std::string_view SlugOf(std::string_view id) {
+  const core::CatalogEntry* entry = core::Catalog::Find(id);
+  return entry != nullptr ? entry->slug : "efa-config";
 }
 
 std::string StatusField(const Json& object, const char* key) {
@@ -154,7 +147,7 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
       held += "; node " + s.failed_node + " failed";
       if (!s.failed_check.empty()) held += " " + s.failed_check + ": " + s.failed_detail;
       if (link.empty() && !s.failed_check.empty()) {
-        link = core::GuideLink(policy.guide_base_url, CheckSlug(s.failed_check));
+        link = core::GuideLink(policy.guide_base_url, SlugOf(s.failed_check));
       }
     }
     std::vector<std::string> others;
@@ -165,7 +158,7 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
   }
   if (held.empty()) return {true, "ValidatedNodesAvailable", admitted};
   if (link.empty()) {
-    link = core::GuideLink(policy.guide_base_url, DiagnosisSlug("insufficient-validated-nodes"));
+    link = core::GuideLink(policy.guide_base_url, SlugOf("insufficient-validated-nodes"));
   }
   return {false, "InsufficientValidatedNodes", held + " \u2014 see " + link};
 }

@@ -1,7 +1,6 @@
 #include <algorithm>
-#include <stdexcept>
 
-#include "core/guide.h"
+#include "core/catalog.h"
 #include "core/rule.h"
 
 namespace ncclguard::core {
@@ -17,17 +16,26 @@ Registry& TheRegistry() {
   return registry;
 }
 
+FindingLevel DescribedLevel(Level action) {
+  switch (action) {
+    case Level::Fix:
+      return FindingLevel::Fix;
+    case Level::Deny:
+      return FindingLevel::Deny;
+    case Level::Warn:
+      return FindingLevel::Warn;
+  }
+  return FindingLevel::Warn;
+}
+
 }  // namespace
 
+// The description goes to the catalog, which rejects a duplicate id or an unknown slug.
 RuleRegistry::Registrar::Registrar(std::unique_ptr<Rule> rule) {
   Registry& registry = TheRegistry();
   const RuleInfo& info = rule->Info();
-  if (!IsGuideSlug(info.slug)) {
-    throw std::logic_error("rule " + std::string(info.id) + " links unknown guide slug " +
-                           std::string(info.slug));
-  }
-  if (Find(info.id) != nullptr)
-    throw std::logic_error("rule registered twice: " + std::string(info.id));
+  Catalog::Register({info.id, FindingKind::Rule, DescribedLevel(info.action), info.slug,
+                     info.summary, info.remedy});
   const Rule* raw = rule.get();
   registry.owned.push_back(std::move(rule));
   auto pos =

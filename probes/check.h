@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/catalog.h"
+
 namespace ncclguard::probes {
 
 class ProbeContext;
@@ -29,21 +31,37 @@ struct CheckResult {
   std::string blast_radius;
 };
 
+// What a node check is, for `ncclguard explain` and docs/rules.md: its entry in core::Catalog.
+struct CheckInfo {
+  std::string_view id;
+  std::string_view slug;     // guide section
+  core::FindingLevel level;  // the worst status it reports: Fail, Warn, or Info (Pass/Skip only)
+  int order;                 // the probe runs and reports checks in this order
+  std::string_view summary;  // what it reads and compares, one sentence
+  std::string_view remedy;   // what the admin does on a Warn or Fail
+};
+
 // A node check: reads the host (under the context's host root) and the vendor libraries through
-// the context, never changes anything. Implementations register themselves by id.
+// the context, never changes anything. One file in probes/checks/, registered by id.
 class Check {
  public:
+  explicit Check(CheckInfo info) : info_(info) {}
   virtual ~Check() = default;
-  virtual std::string_view Id() const = 0;
+  const CheckInfo& Info() const { return info_; }
+  std::string_view Id() const { return info_.id; }
   // Fills status, observed, expected, message (and a host fix); id and guide are set by the
-  // runner from the catalog.
+  // runner from Info().
   virtual CheckResult Run(ProbeContext& context) const = 0;
+
+ private:
+  CheckInfo info_;
 };
 
 class CheckRegistry {
  public:
+  // Also registers the check's description in core::Catalog (which rejects a duplicate id).
   static void Add(std::unique_ptr<Check> check);
-  // In RULES.md's node-check order (core::NodeChecks()).
+  // In Info().order, then id.
   static std::vector<const Check*> All();
   static const Check* Find(std::string_view id);
 };

@@ -1,7 +1,6 @@
 #include <algorithm>
-#include <stdexcept>
+#include <tuple>
 
-#include "core/catalog.h"
 #include "probes/check.h"
 
 namespace ncclguard::probes {
@@ -12,11 +11,8 @@ std::vector<std::unique_ptr<Check>>& Checks() {
   return checks;
 }
 
-std::size_t CatalogPosition(std::string_view id) {
-  const auto entries = core::NodeChecks();
-  const auto it = std::find_if(entries.begin(), entries.end(),
-                               [&](const core::CatalogEntry& entry) { return entry.id == id; });
-  return static_cast<std::size_t>(it - entries.begin());
+bool Before(const Check* a, const Check* b) {
+  return std::tuple(a->Info().order, a->Id()) < std::tuple(b->Info().order, b->Id());
 }
 
 }  // namespace
@@ -36,18 +32,16 @@ std::string_view StatusName(CheckStatus status) {
 }
 
 void CheckRegistry::Add(std::unique_ptr<Check> check) {
-  // A check outside RULES.md's list would publish an id nobody documented.
-  if (CatalogPosition(check->Id()) == core::NodeChecks().size())
-    throw std::logic_error("node check '" + std::string(check->Id()) + "' is not in the catalog");
+  const CheckInfo& info = check->Info();
+  core::Catalog::Register({info.id, core::FindingKind::Check, info.level, info.slug, info.summary,
+                           info.remedy, info.order});
   Checks().push_back(std::move(check));
 }
 
 std::vector<const Check*> CheckRegistry::All() {
   std::vector<const Check*> all;
   for (const auto& check : Checks()) all.push_back(check.get());
-  std::sort(all.begin(), all.end(), [](const Check* a, const Check* b) {
-    return CatalogPosition(a->Id()) < CatalogPosition(b->Id());
-  });
+  std::sort(all.begin(), all.end(), Before);
   return all;
 }
 

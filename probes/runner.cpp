@@ -4,7 +4,6 @@
 #include <mutex>
 #include <thread>
 
-#include "core/catalog.h"
 #include "core/guide.h"
 
 namespace ncclguard::probes {
@@ -16,12 +15,6 @@ struct Slot {
   bool done = false;
   CheckResult result;
 };
-
-std::string_view SlugOf(std::string_view id) {
-  for (const core::CatalogEntry& entry : core::NodeChecks())
-    if (entry.id == id) return entry.slug;
-  return "";
-}
 
 CheckResult RunGuarded(const Check& check, ProbeContext& context) {
   try {
@@ -66,7 +59,8 @@ CheckRun RunChecks(const std::vector<const Check*>& checks,
                           " ms (a hung driver call or file read)");
     }
     result.id = std::string(checks[i]->Id());
-    result.guide = core::GuideLink(context->Options().policy.guide_base_url, SlugOf(result.id));
+    result.guide =
+        core::GuideLink(context->Options().policy.guide_base_url, checks[i]->Info().slug);
     run.results.push_back(std::move(result));
   }
   return run;

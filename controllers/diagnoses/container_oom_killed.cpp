@@ -9,6 +9,7 @@ class ContainerOomKilled final : public Diagnosis {
  public:
   ContainerOomKilled()
       : Diagnosis({"container-oom-killed", "container-oom", 20,
+                   "A container terminated with reason OOMKilled or exit code 137.",
                    "Raise the container's memory limit (host memory, not GPU memory), or lower "
                    "the data loader's workers and prefetch."}) {}
 

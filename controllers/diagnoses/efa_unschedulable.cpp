@@ -9,6 +9,8 @@ class EfaUnschedulable final : public Diagnosis {
  public:
   EfaUnschedulable()
       : Diagnosis({"efa-unschedulable", "efa-tcp-fallback", 70,
+                   "A FailedScheduling Event or PodScheduled=False condition says Insufficient "
+                   "vpc.amazonaws.com/efa.",
                    "No node offers the EFA devices requested: check the EFA device plugin on the "
                    "nodes and that the request matches the instance type."}) {}
 

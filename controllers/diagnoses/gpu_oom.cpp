@@ -9,6 +9,8 @@ class GpuOom final : public Diagnosis {
  public:
   GpuOom()
       : Diagnosis({"gpu-oom", "gpu-oom", 10,
+                   "A container's termination message says CUDA out of memory (or "
+                   "torch.OutOfMemoryError).",
                    "Lower the per-GPU batch size, enable activation checkpointing or shard the "
                    "model (FSDP/ZeRO); NCCL buffers need GPU memory too."}) {}
 

@@ -9,6 +9,8 @@ class ImagePullFailed final : public Diagnosis {
  public:
   ImagePullFailed()
       : Diagnosis({"image-pull-failed", "pod-lifecycle", 60,
+                   "A container waits with ErrImagePull, ImagePullBackOff, InvalidImageName or "
+                   "ErrImageNeverPull.",
                    "Check the image name and tag, the registry's reachability and the pull "
                    "secret."}) {}
 

@@ -10,6 +10,8 @@ class InsufficientValidatedNodes final : public Diagnosis {
  public:
   InsufficientValidatedNodes()
       : Diagnosis({"insufficient-validated-nodes", "efa-config", 90,
+                   "The gate holds the job: fewer nodes of its instance type passed the ncclguard "
+                   "probe than it needs.",
                    "The job starts once enough nodes of its instance type pass the ncclguard "
                    "probe: fix or replace the failed nodes, or uncordon validated ones."}) {}
 

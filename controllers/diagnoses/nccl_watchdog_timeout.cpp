@@ -9,6 +9,8 @@ class NcclWatchdogTimeout final : public Diagnosis {
  public:
   NcclWatchdogTimeout()
       : Diagnosis({"nccl-watchdog-timeout", "nccl-timeout", 30,
+                   "A container's termination message has PyTorch's \"Watchdog caught collective "
+                   "operation timeout\" (ProcessGroupNCCL).",
                    "A collective never completed on every rank: look for the rank that stopped "
                    "first (a crash, a hang, a slow node), then check EFA and the network."}) {}
 

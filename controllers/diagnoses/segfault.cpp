@@ -9,6 +9,7 @@ class Segfault final : public Diagnosis {
  public:
   Segfault()
       : Diagnosis({"segfault", "nccl-version", 40,
+                   "A container exited with code 139 (or signal 11).",
                    "A crash in native code: check that the image's NCCL, CUDA and the node "
                    "driver match, and pin the image."}) {}
 

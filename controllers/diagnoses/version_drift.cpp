@@ -27,6 +27,8 @@ class VersionDrift final : public Diagnosis {
  public:
   VersionDrift()
       : Diagnosis({"version-drift", "nccl-version", 50,
+                   "The NodeValidations of the job's nodes report different nccl-version or "
+                   "driver-version values.",
                    "Run every rank on nodes with the same driver and the same NCCL: drain or "
                    "upgrade the odd nodes, and pin the image."}) {}
 

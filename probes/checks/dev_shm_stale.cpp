@@ -13,7 +13,13 @@ constexpr double kFullFraction = 0.9;
 
 class DevShmStale : public Check {
  public:
-  std::string_view Id() const override { return "dev-shm-stale"; }
+  DevShmStale()
+      : Check({"dev-shm-stale", "stale-shm", core::FindingLevel::Fail, 50,
+               "Host /dev/shm holds nccl-* segments untouched for 60 minutes (Warn) or is more "
+               "than 90% used (Fail), which breaks NCCL's SHM transport for jobs that share it "
+               "(hostIPC, Slurm).",
+               "Remove nccl-* segments older than an hour from the host's /dev/shm (the suggested "
+               "command) while no job runs on the node."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const std::filesystem::path shm = context.Files().Path("/dev/shm");

@@ -7,7 +7,13 @@ namespace {
 
 class DriverVersion : public Check {
  public:
-  std::string_view Id() const override { return "driver-version"; }
+  DriverVersion()
+      : Check({"driver-version", "nccl-version", core::FindingLevel::Warn, 140,
+               "The NVIDIA driver version (NVML) and the newest CUDA it supports "
+               "(cuDriverGetVersion); Warn when NVML does not load, so the GPU health checks "
+               "cannot run.",
+               "Run images built for the driver's CUDA or older, keep the driver the same across "
+               "a job's nodes, and install NVML (libnvidia-ml.so.1) with the driver."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const GpuFacts& gpu = context.Gpu();

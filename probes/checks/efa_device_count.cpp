@@ -6,7 +6,14 @@ namespace {
 
 class EfaDeviceCount : public Check {
  public:
-  std::string_view Id() const override { return "efa-device-count"; }
+  EfaDeviceCount()
+      : Check({"efa-device-count", "efa-config", core::FindingLevel::Fail, 10,
+               "EFA devices the kernel sees (/sys/class/infiniband/*/device/vendor 0x1d0f, "
+               "/dev/infiniband/uverbs*) and libfabric's efa provider opens, against the instance "
+               "type's count in the catalog.",
+               "Fewer devices: check the EFA driver (dmesg | grep -i efa) and the instance's "
+               "network interfaces, or replace the instance; more: add the instance type to the "
+               "policy's instanceTypes."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const EfaSysfsCount sysfs = CountEfaDevices(context.Files());

@@ -6,7 +6,13 @@ namespace {
 
 class EfaProvider : public Check {
  public:
-  std::string_view Id() const override { return "efa-provider"; }
+  EfaProvider()
+      : Check({"efa-provider", "efa-tcp-fallback", core::FindingLevel::Fail, 20,
+               "libfabric loads (the EFA installer's copy under /opt/amazon/efa first) and its "
+               "efa provider answers fi_getinfo on a node with EFA devices; otherwise NCCL "
+               "silently uses TCP sockets.",
+               "Install the EFA software (aws-efa-installer) on the node and mount "
+               "/opt/amazon/efa into the probe and the training pods."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const FabricFacts& fabric = context.Fabric();

@@ -6,7 +6,11 @@ namespace {
 
 class GpuCount : public Check {
  public:
-  std::string_view Id() const override { return "gpu-count"; }
+  GpuCount()
+      : Check({"gpu-count", "node-hardware", core::FindingLevel::Fail, 70,
+               "GPUs the CUDA driver (and NVML) sees, against the instance type's count in the "
+               "catalog: a GPU fallen off the bus (Xid 79) leaves the node short.",
+               "Drain the node and reboot it; replace the instance if a GPU is still missing."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const GpuFacts& gpu = context.Gpu();

@@ -7,7 +7,12 @@ namespace {
 
 class GpuEcc : public Check {
  public:
-  std::string_view Id() const override { return "gpu-ecc"; }
+  GpuEcc()
+      : Check({"gpu-ecc", "node-hardware", core::FindingLevel::Fail, 110,
+               "NVML uncorrectable ECC error counts of each GPU: since the driver loaded "
+               "(volatile: Fail), or only over its lifetime (aggregate: Warn).",
+               "Drain the node, reboot it and run dcgmi diag; replace the instance if the errors "
+               "come back."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     return JudgeEachGpu(

@@ -16,7 +16,12 @@ std::string Gbps(double value) {
 
 class GpuP2p : public Check {
  public:
-  std::string_view Id() const override { return "gpu-p2p"; }
+  GpuP2p()
+      : Check({"gpu-p2p", "gpu-p2p", core::FindingLevel::Fail, 80,
+               "cuDeviceCanAccessPeer for every pair of GPUs, and with --bandwidth the "
+               "cuMemcpyPeer bandwidth per pair against the median.",
+               "Check ACS on the PCIe bridges (check pci-acs), the IOMMU mode and the NVIDIA "
+               "fabric manager; replace the instance if a pair stays blocked."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const GpuFacts& gpu = context.Gpu();

@@ -6,7 +6,12 @@ namespace {
 
 class GpuRowRemap : public Check {
  public:
-  std::string_view Id() const override { return "gpu-row-remap"; }
+  GpuRowRemap()
+      : Check({"gpu-row-remap", "gpu-row-remap", core::FindingLevel::Fail, 100,
+               "NVML row remapping of each GPU's HBM: a pending remap needs a GPU reset, a failed "
+               "one means the GPU must be replaced.",
+               "Drain the node and reboot it (pending remap), or replace the instance (remapping "
+               "failure)."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     return JudgeEachGpu(

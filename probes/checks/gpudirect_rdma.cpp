@@ -12,7 +12,13 @@ bool PeerMemoryModuleLoaded(const HostFiles& files) {
 
 class GpudirectRdma : public Check {
  public:
-  std::string_view Id() const override { return "gpudirect-rdma"; }
+  GpudirectRdma()
+      : Check({"gpudirect-rdma", "efa-config", core::FindingLevel::Fail, 30,
+               "On instance types with GPUDirect RDMA (catalog), every efa domain offers FI_HMEM, "
+               "so GPU memory can be registered with the EFA devices (nvidia_peermem in "
+               "/proc/modules is reported).",
+               "Use the EFA installer's libfabric, and a GPU driver with dma-buf support or the "
+               "nvidia_peermem module loaded."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const core::InstanceType* instance = context.Instance();

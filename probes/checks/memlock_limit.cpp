@@ -14,7 +14,13 @@ std::string Describe(const std::optional<std::uint64_t>& limit) {
 
 class MemlockLimitCheck : public Check {
  public:
-  std::string_view Id() const override { return "memlock-limit"; }
+  MemlockLimitCheck()
+      : Check({"memlock-limit", "memlock", core::FindingLevel::Warn, 40,
+               "The locked-memory limit (/proc/self/limits) that pods on this node inherit from "
+               "the container runtime is not unlimited, so pods without IPC_LOCK cannot register "
+               "NCCL's buffers.",
+               "Set LimitMEMLOCK=infinity for containerd (a systemd drop-in) on a drained node or "
+               "in the AMI; EFA pods get IPC_LOCK from the webhook meanwhile."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     // <root>/proc/self/limits: procfs answers for the reading process, so this is our own limit

@@ -16,7 +16,12 @@ std::string DecodeNcclVersion(int code) {
 
 class NcclVersion : public Check {
  public:
-  std::string_view Id() const override { return "nccl-version"; }
+  NcclVersion()
+      : Check({"nccl-version", "nccl-version", core::FindingLevel::Info, 130,
+               "The NCCL version of the host's libnccl.so.2, if any (ncclGetVersion); the "
+               "version-drift diagnosis compares it across a job's nodes.",
+               "Nothing on one node; keep NCCL the same on every node of a job, and ship it in "
+               "one pinned training image."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const NcclFacts& nccl = context.Nccl();

@@ -6,7 +6,11 @@ namespace {
 
 class NvlinkStatus : public Check {
  public:
-  std::string_view Id() const override { return "nvlink-status"; }
+  NvlinkStatus()
+      : Check({"nvlink-status", "node-hardware", core::FindingLevel::Fail, 120,
+               "NVML state of every NVLink link each GPU has: an inactive link makes intra-node "
+               "collectives slow down or hang (Xid 74).",
+               "Drain the node and reboot it; replace the instance if links go down again."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     return JudgeEachGpu(

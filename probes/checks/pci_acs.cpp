@@ -57,7 +57,13 @@ void Walk(const HostFiles& files, const std::filesystem::path& directory,
 
 class PciAcs : public Check {
  public:
-  std::string_view Id() const override { return "pci-acs"; }
+  PciAcs()
+      : Check({"pci-acs", "gpu-p2p", core::FindingLevel::Fail, 90,
+               "ACS control of every PCIe bridge above a GPU or EFA device, read from sysfs "
+               "config space (needs root): redirect bits send peer-to-peer DMA to the root "
+               "complex.",
+               "Clear the ACS controls of the listed bridges with setpci (the suggested command) "
+               "at every boot, since a reboot restores them, or disable ACS in the BIOS."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const HostFiles& files = context.Files();

@@ -8,7 +8,13 @@ namespace {
 
 class RemoveIpc : public Check {
  public:
-  std::string_view Id() const override { return "removeipc"; }
+  RemoveIpc()
+      : Check({"removeipc", "stale-shm", core::FindingLevel::Warn, 60,
+               "systemd-logind's RemoveIPC (/etc/systemd/logind.conf and logind.conf.d/*.conf, "
+               "default yes) deletes a user's shared memory when their last session ends, under "
+               "running jobs of theirs.",
+               "Set RemoveIPC=no in /etc/systemd/logind.conf and restart systemd-logind (the "
+               "suggested command)."}) {}
 
   CheckResult Run(ProbeContext& context) const override {
     const HostFiles& files = context.Files();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/catalog.h"
 #include "core/documents.h"
 #include "tests/unit/test_support.h"
 
@@ -229,7 +230,61 @@ TEST(CliExplain, PrintsRuleTextFixAndGuideLink) {
 
   const auto all = RunCli({"explain", "--all"});
   EXPECT_EQ(all.exit_code, 0);
-  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '#'), 21);
+  // One guide link for every rule, node check and diagnosis.
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '#'),
+            static_cast<std::ptrdiff_t>(core::Catalog::All().size()));
+}
+
+TEST(CliExplain, ChecksAndDiagnosesAreExplainedLikeRules) {
+  const auto check = RunCli({"explain", "efa-device-count"});
+  EXPECT_EQ(check.exit_code, 0);
+  EXPECT_NE(check.out.find("kind:   check"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("action: fail"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("what:   EFA devices the kernel sees"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("fix:    Fewer devices: check the EFA driver"), std::string::npos)
+      << check.out;
+  EXPECT_NE(check.out.find("guide:  https://"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("docs/guide.md#efa-config"), std::string::npos) << check.out;
+
+  const auto diagnosis = RunCli({"explain", "container-oom-killed"});
+  EXPECT_EQ(diagnosis.exit_code, 0);
+  EXPECT_NE(diagnosis.out.find("kind:   diagnosis"), std::string::npos) << diagnosis.out;
+  EXPECT_NE(diagnosis.out.find("action: warn"), std::string::npos) << diagnosis.out;
+  EXPECT_NE(diagnosis.out.find("what:   A container terminated with reason OOMKilled"),
+            std::string::npos)
+      << diagnosis.out;
+  EXPECT_NE(diagnosis.out.find("fix:    Raise the container's memory limit"), std::string::npos)
+      << diagnosis.out;
+  EXPECT_NE(diagnosis.out.find("docs/guide.md#container-oom"), std::string::npos) << diagnosis.out;
+}
+
+TEST(CliExplain, WithoutAnIdListsEveryIdGroupedByKind) {
+  const auto list = RunCli({"explain"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto rules = list.out.find("Admission rules");
+  const auto checks = list.out.find("Node checks");
+  const auto diagnoses = list.out.find("Runtime diagnoses");
+  ASSERT_LT(rules, checks);
+  ASSERT_LT(checks, diagnoses);
+  ASSERT_NE(diagnoses, std::string::npos);
+  for (const core::CatalogEntry& entry : core::Catalog::All()) {
+    const auto at = list.out.find("  " + std::string(entry.id) + " ");
+    ASSERT_NE(at, std::string::npos) << entry.id;
+    const auto group = entry.kind == core::FindingKind::Rule    ? rules
+                       : entry.kind == core::FindingKind::Check ? checks
+                                                                : diagnoses;
+    EXPECT_GT(at, group) << entry.id;
+    const auto line = list.out.substr(at, list.out.find('\n', at) - at);
+    EXPECT_TRUE(line.ends_with(" " + std::string(entry.slug))) << line;
+  }
+
+  // A rule the policy turns off is listed as off.
+  TempFile policy("rules: {ipc-lock-missing: {enabled: false}}\n");
+  const auto off = RunCli({"explain", "--policy", policy.path()});
+  EXPECT_NE(off.out.find("ipc-lock-missing"), std::string::npos);
+  const auto at = off.out.find("ipc-lock-missing");
+  EXPECT_NE(off.out.substr(at, off.out.find('\n', at) - at).find(" off "), std::string::npos)
+      << off.out;
 }
 
 }  // namespace

@@ -40,16 +40,17 @@ TEST(DiagnosisRegistry, CoversExactlyTheCatalogInRankOrder) {
     EXPECT_FALSE(d->Info().remedy.empty()) << d->Info().id;
   }
   std::set<std::string> catalog;
-  for (const auto& entry : core::Diagnoses()) catalog.insert(std::string(entry.id));
+  for (const auto& entry : core::Catalog::Of(core::FindingKind::Diagnosis))
+    catalog.insert(std::string(entry.id));
   EXPECT_EQ(registered, catalog);
 }
 
 TEST(DiagnosisRegistry, DocsListEveryDiagnosisWithItsGuideSection) {
-  const std::string docs = ReadFile(SourcePath("docs/operator.md"));
+  const std::string docs = ReadFile(SourcePath("docs/rules.md"));
   for (const auto* d : DiagnosisRegistry::All()) {
     const std::string row = "| `" + std::string(d->Info().id) + "` |";
     const auto at = docs.find(row);
-    ASSERT_NE(at, std::string::npos) << d->Info().id << " missing from docs/operator.md";
+    ASSERT_NE(at, std::string::npos) << d->Info().id << " missing from docs/rules.md";
     const std::string line = docs.substr(at, docs.find('\n', at) - at);
     EXPECT_NE(line.find("(guide.md#" + std::string(d->Info().slug) + ")"), std::string::npos)
         << line;

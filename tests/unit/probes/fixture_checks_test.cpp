@@ -27,7 +27,7 @@ std::shared_ptr<FakeFactSources> P5Sources(int efa_domains) {
 
 TEST(FixtureP5, HealthyP5PassesEveryCheckItCanRun) {
   const auto report = RunFixture({"p5-32efa", "p5.48xlarge"}, P5Sources(32));
-  ASSERT_EQ(report.checks.size(), core::NodeChecks().size());
+  ASSERT_EQ(report.checks.size(), core::Catalog::Of(core::FindingKind::Check).size());
   for (const auto& result : report.checks) {
     if (result.id == "nccl-version") {
       EXPECT_EQ(result.status, CheckStatus::Skip);
@@ -176,7 +176,7 @@ TEST(FixtureRemoveIpc, RemoveIpcNoPasses) {
 
 TEST(FixtureGarbage, MalformedFilesGiveReasonsNotCrashes) {
   const auto report = RunFixture({"garbage", "p5.48xlarge"}, std::make_shared<FakeFactSources>());
-  ASSERT_EQ(report.checks.size(), core::NodeChecks().size());
+  ASSERT_EQ(report.checks.size(), core::Catalog::Of(core::FindingKind::Check).size());
 
   const auto& acs = ResultOf(report, "pci-acs");
   EXPECT_EQ(acs.status, CheckStatus::Warn);

@@ -28,7 +28,7 @@ TEST(ProbeCli, JsonReportHasEveryCheckInContractOrder) {
   EXPECT_EQ(report["summary"], "Fail");
   EXPECT_EQ(report["probeVersion"], "0.1.0");
   EXPECT_TRUE(report["probeTime"].get<std::string>().ends_with("Z"));
-  const auto catalog = core::NodeChecks();
+  const auto catalog = core::Catalog::Of(core::FindingKind::Check);
   ASSERT_EQ(report["checks"].size(), catalog.size());
   for (std::size_t i = 0; i < catalog.size(); ++i) {
     const Json& check = report["checks"][i];

@@ -16,7 +16,7 @@ using probes::CheckStatus;
 
 TEST(CheckRegistry, HasEveryNodeCheckOfTheContractInOrder) {
   const auto checks = probes::CheckRegistry::All();
-  const auto catalog = core::NodeChecks();
+  const auto catalog = core::Catalog::Of(core::FindingKind::Check);
   ASSERT_EQ(checks.size(), catalog.size());
   for (std::size_t i = 0; i < checks.size(); ++i) EXPECT_EQ(checks[i]->Id(), catalog[i].id);
 }
@@ -24,7 +24,7 @@ TEST(CheckRegistry, HasEveryNodeCheckOfTheContractInOrder) {
 // Never answers: stands for a driver call that hangs.
 class HangingCheck : public probes::Check {
  public:
-  std::string_view Id() const override { return "gpu-p2p"; }
+  HangingCheck() : Check({"gpu-p2p", "gpu-p2p", core::FindingLevel::Fail, 0, "hangs", "none"}) {}
   probes::CheckResult Run(probes::ProbeContext&) const override {
     std::mutex mutex;
     std::condition_variable never;
@@ -36,7 +36,8 @@ class HangingCheck : public probes::Check {
 
 class ThrowingCheck : public probes::Check {
  public:
-  std::string_view Id() const override { return "gpu-ecc"; }
+  ThrowingCheck()
+      : Check({"gpu-ecc", "node-hardware", core::FindingLevel::Fail, 0, "throws", "none"}) {}
   probes::CheckResult Run(probes::ProbeContext&) const override {
     throw std::runtime_error("NVML returned garbage");
   }
