@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <map>
@@ -17,6 +16,7 @@
 #include "kube/informer.h"
 #include "kube/leader_election.h"
 #include "kube/work_queue.h"
+#include "log/log.h"
 #include "manager/cache.h"
 #include "manager/executor.h"
 
@@ -39,12 +39,6 @@ constexpr int kMaxEventAttempts = 16;
 
 controllers::Timestamp Now() {
   return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-}
-
-std::string LogLine(std::initializer_list<std::pair<const char*, std::string>> fields) {
-  Json line = Json::object();
-  for (const auto& [key, value] : fields) line[key] = value;
-  return line.dump();
 }
 
 }  // namespace
@@ -82,8 +76,7 @@ class Manager::Impl {
     } while (!unsynced.empty() && !stop.stopped() &&
              std::chrono::steady_clock::now() < sync_deadline);
     for (const std::string& name : stop.stopped() ? std::vector<std::string>{} : unsynced) {
-      spdlog::warn("{}", LogLine({{"msg", "cache not synced; reconciling without it until it is"},
-                                  {"resource", name}}));
+      log::Warn("cache not synced; reconciling without it until it is", {{"resource", name}});
     }
     ready_flag_ = true;
     RunResult result = RunResult::kStopped;
@@ -133,7 +126,7 @@ class Manager::Impl {
       queue_ = &queue;
     }
     leading_flag_ = true;
-    spdlog::info("{}", LogLine({{"msg", "reconciling"}, {"identity", options_.identity}}));
+    log::Info("reconciling", {{"identity", options_.identity}});
     const int wake = leading.OnStop([&queue] { queue.ShutDown(); });
     SyncPolicyStatus();
     EnqueueAllJobs();
@@ -148,7 +141,7 @@ class Manager::Impl {
       std::lock_guard lock(queue_mutex_);
       queue_ = nullptr;
     }
-    spdlog::info("{}", LogLine({{"msg", "stopped reconciling"}, {"identity", options_.identity}}));
+    log::Info("stopped reconciling", {{"identity", options_.identity}});
   }
 
   void Work(kube::WorkQueue& queue, const kube::StopToken& leading) {
@@ -162,6 +155,7 @@ class Manager::Impl {
                const kube::StopToken& leading) {
     const auto key = JobKey::Parse(key_text);
     if (!key || leading.stopped()) return;
+    const log::Scope log_scope({{"key", key_text}});
     std::vector<controllers::Action> unsent = TakeUnsent(key_text);
     // Events refused again and again (a namespace being deleted) are given up on.
     if (!unsent.empty() && queue.NumRequeues(key_text) < kMaxEventAttempts) {
@@ -197,9 +191,7 @@ class Manager::Impl {
         break;
       case Outcome::kRetry:
         ++retries_;
-        spdlog::info("{}", LogLine({{"msg", "reconcile failed; retrying with backoff"},
-                                    {"job", key_text},
-                                    {"error", error}}));
+        log::Info("reconcile failed; retrying with backoff", {{"error", error}});
         queue.AddRateLimited(key_text);
         break;
       case Outcome::kStopped:
@@ -348,9 +340,8 @@ class Manager::Impl {
         policy_error_ = holder_.Update(*object);
         policy_ = std::make_shared<const core::Policy>(holder_.Current());
         if (policy_error_) {
-          spdlog::warn("{}",
-                       LogLine({{"msg", "NcclPolicy not applied; keeping the last good policy"},
-                                {"error", *policy_error_}}));
+          log::Warn("NcclPolicy not applied; keeping the last good policy",
+                    {{"error", *policy_error_}});
         }
       }
     }
@@ -375,7 +366,7 @@ class Manager::Impl {
           watched::NcclPolicies().Named(std::string(controllers::kPolicyObjectName)),
           kube::PatchType::kMerge, *patch);
     } catch (const kube::ApiError& e) {
-      spdlog::warn("{}", LogLine({{"msg", "NcclPolicy status not written"}, {"error", e.what()}}));
+      log::Warn("NcclPolicy status not written", {{"error", e.what()}});
     }
   }
 
