@@ -215,7 +215,7 @@ void Write(Level level, std::string_view message, const Fields& fields) {
 
 void Flush() { Current().logger->flush(); }
 
-Scope::Scope(Fields fields) : fields_(std::move(fields)) { scopes.push_back(&fields_); }
+Scope::Scope(std::initializer_list<Field> fields) : fields_(fields) { scopes.push_back(&fields_); }
 
 Scope::~Scope() { std::erase(scopes, &fields_); }
 

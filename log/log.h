@@ -76,7 +76,7 @@ void Flush();
 // object key, say). Scopes nest; a field the call itself names wins.
 class Scope {
  public:
-  explicit Scope(Fields fields);
+  explicit Scope(std::initializer_list<Field> fields);
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
