@@ -40,7 +40,9 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
       ->capture_default_str();
   command->add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
-  command->add_option("--log-format", options.log_format, kLogFormatHelp)->capture_default_str();
+  command->add_option("--log-format", options.log_format, kLogFormatHelp)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "json", "text"}));
   command
       ->add_option(
           "--webhook-listen", options.webhook_listen,
