@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -41,24 +42,10 @@ class TextLevelFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& message, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    std::string_view name;
-    switch (message.level) {
-      case spdlog::level::trace:
-        name = "TRACE";
-        break;
-      case spdlog::level::debug:
-        name = "DEBUG";
-        break;
-      case spdlog::level::info:
-        name = "INFO";
-        break;
-      case spdlog::level::warn:
-        name = "WARN";
-        break;
-      default:
-        name = "ERROR";
-        break;
-    }
+    // Indexed by spdlog's level: trace, debug, info, warn, err, critical, off.
+    static constexpr std::array<std::string_view, 7> kNames{"TRACE", "DEBUG", "INFO", "WARN",
+                                                            "ERROR", "ERROR", "OFF"};
+    const std::string_view name = kNames.at(static_cast<std::size_t>(message.level));
     dest.append(name.data(), name.data() + name.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
