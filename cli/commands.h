@@ -20,6 +20,9 @@ inline constexpr int kExitInputError = 2;
 
 enum class OutputFormat { Text, Json };
 
+inline constexpr const char* kLogFormatHelp =
+    "json (one JSON object per line), text, or auto: json unless stderr is a terminal";
+
 struct PolicyOptions {
   std::optional<std::string> policy_file;
   std::optional<std::string> guide_base_url;
@@ -42,6 +45,7 @@ struct WebhookOptions {
   int drain_timeout_ms = 20000;
   std::size_t threads = 0;  // 0: the listener's default
   std::string log_level = "info";
+  std::string log_format = "auto";
 };
 
 // The webhook server settings both `ncclguard webhook` and `ncclguard controller` use: listen
@@ -84,6 +88,7 @@ struct ProbeCommandOptions {
   std::string request_poll = "5s";
   std::string kubeconfig;
   std::string log_level = "info";
+  std::string log_format = "auto";
 };
 // Adds the `probe` subcommand and its flags (the policy flags are the caller's).
 CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options);
@@ -101,6 +106,7 @@ struct ControllerCommandOptions {
   std::string lease_name = "ncclguard-controller";
   int workers = 4;
   std::string log_level = "info";
+  std::string log_format = "auto";
   double qps = 500;
   int burst = 1000;
   std::string webhook_listen = "0.0.0.0:8443";

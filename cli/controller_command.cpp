@@ -1,4 +1,3 @@
-#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -9,10 +8,10 @@
 
 #include "cli/commands.h"
 #include "cli/health_server.h"
-#include "cli/json_log.h"
 #include "cli/signals.h"
 #include "kube/config.h"
 #include "kube/errors.h"
+#include "log/log.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
@@ -41,6 +40,9 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
       ->capture_default_str();
   command->add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  command->add_option("--log-format", options.log_format, kLogFormatHelp)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "json", "text"}));
   command
       ->add_option(
           "--webhook-listen", options.webhook_listen,
@@ -104,7 +106,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
   }
-  ConfigureJsonLogging(options.log_level);
+  log::ConfigureFromFlags(options.log_level, options.log_format);
   manager::ManagerOptions manager_options;
   manager_options.base_policy = LoadPolicy(policy);
   manager_options.workers = options.workers;
@@ -185,9 +187,8 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     sigwait(&signals, &received);
     signalled = true;
     if (received == SIGTERM || received == SIGINT) {
-      spdlog::info("{}", std::string("{\"msg\":\"received ") +
-                             (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                             "; stopping reconciles and releasing the lease\"}");
+      log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                "; stopping reconciles and releasing the lease");
     }
     stop.Stop();
   });
@@ -224,7 +225,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     pthread_kill(signal_waiter.native_handle(), SIGTERM);
   }
   signal_waiter.join();
-  spdlog::default_logger()->flush();
+  log::Flush();
   if (failed) return 1;
   if (result == manager::RunResult::kLostLease) {
     std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";

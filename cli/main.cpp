@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
       ->add_option("--log-level", webhook_options.log_level,
                    "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  webhook->add_option("--log-format", webhook_options.log_format, ncclguard::cli::kLogFormatHelp)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "json", "text"}));
   AddPolicyFlags(webhook, webhook_options.policy);
   ncclguard::cli::ProbeCommandOptions probe_options;
   CLI::App* probe = ncclguard::cli::AddProbeCommand(app, probe_options);

@@ -54,7 +54,11 @@ CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
                     "with --publish: kubeconfig file (default: $KUBECONFIG, in-cluster, "
                     "~/.kube/config)");
   probe->add_option("--log-level", options.log_level,
-                    "with --publish: trace, debug, info, warn, error or off (JSON on stderr)");
+                    "with --publish: trace, debug, info, warn, error or off");
+  probe
+      ->add_option("--log-format", options.log_format,
+                   std::string("with --publish: ") + kLogFormatHelp)
+      ->check(CLI::IsMember({"auto", "json", "text"}));
   return probe;
 }
 

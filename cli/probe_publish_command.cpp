@@ -2,7 +2,6 @@
 // the cluster (probes/publisher.h) every --interval and on request, until SIGTERM.
 #include <pthread.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cerrno>
@@ -15,11 +14,10 @@
 
 #include "cli/commands.h"
 #include "cli/duration.h"
-#include "cli/json_log.h"
 #include "cli/probe_setup.h"
-#include "core/json.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "log/log.h"
 #include "probes/publisher.h"
 #include "probes/report.h"
 
@@ -55,8 +53,8 @@ class SignalStopper {
     while (!done_) {
       const int received = sigtimedwait(&signals_, nullptr, &tick);
       if (received == SIGTERM || received == SIGINT) {
-        spdlog::info("{}", std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                               "; stopping");
+        log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                  "; stopping");
         stop_.Stop();
         return;
       }
@@ -84,7 +82,7 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   try {
     publisher_options.interval = ParseDuration(options.interval, "--interval");
     publisher_options.request_poll = ParseDuration(options.request_poll, "--request-poll");
-    ConfigureJsonLogging(options.log_level);
+    log::ConfigureFromFlags(options.log_level, options.log_format);
   } catch (const std::invalid_argument& e) {
     return PublishUsageError(e.what());
   }
@@ -127,12 +125,10 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   {
     SignalStopper stopper(stop);
     probes::NodePublisher publisher(client, run_checks, publisher_options);
-    spdlog::info("{}", core::Json{{"msg", "probe publisher started"},
-                                  {"node", node_name},
-                                  {"server", client->config().server},
-                                  {"once", options.once},
-                                  {"intervalMs", publisher_options.interval.count()}}
-                           .dump());
+    log::Info("probe publisher started", {{"node", node_name},
+                                          {"server", client->config().server},
+                                          {"once", options.once},
+                                          {"intervalMs", publisher_options.interval.count()}});
     if (options.once) {
       const auto report = publisher.RunOnce(stop);
       // Stopped by a signal before publishing succeeded: a clean stop, not a failure.
@@ -141,7 +137,7 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
       publisher.Run(stop);
     }
   }
-  spdlog::default_logger()->flush();
+  log::Flush();
   if (any_timed_out) {
     // A check may still be blocked in a driver call on a detached thread.
     std::fflush(nullptr);

@@ -1,13 +1,13 @@
-#include <spdlog/spdlog.h>
+#include <utility>  // before boost/asio (through pplx): its awaitable.hpp uses std::exchange
 
 #include <pplx/threadpool.h>
 #include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/json_log.h"
 #include "cli/signals.h"
 #include "core/errors.h"
+#include "log/log.h"
 #include "webhook/server.h"
 
 namespace ncclguard::cli {
@@ -44,7 +44,7 @@ int RunWebhook(const WebhookOptions& options) {
   config.reload_interval = std::chrono::milliseconds(options.reload_interval_ms);
   config.drain_timeout = std::chrono::milliseconds(options.drain_timeout_ms);
 
-  ConfigureJsonLogging(options.log_level);
+  log::ConfigureFromFlags(options.log_level, options.log_format);
   if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
 
   // Signals are taken synchronously by this thread only; the listener's threads inherit the mask.
@@ -55,16 +55,16 @@ int RunWebhook(const WebhookOptions& options) {
     server = std::make_unique<webhook::WebhookServer>(std::move(config));
     server->Start();
   } catch (const std::exception& e) {
-    spdlog::error("{}", std::string("webhook not started: ") + e.what());
+    log::Error("webhook not started", {{"error", e.what()}});
     std::cerr << "ncclguard webhook: " << e.what() << "\n";
     return kExitInputError;
   }
   int received = 0;
   sigwait(&signals, &received);
-  spdlog::info("{}", std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                         "; draining in-flight requests");
+  log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+            "; draining in-flight requests");
   server->Shutdown();
-  spdlog::default_logger()->flush();
+  log::Flush();
   return 0;
 }
 

@@ -54,12 +54,19 @@ const std::vector<const Rule*>& FixRulesInOrder() {
 }  // namespace
 
 Evaluation Evaluate(Json object, const Policy& policy, const EvaluateOptions& options) {
-  Evaluation result;
-  auto workload = ParseWorkload(object);
+  const std::optional<Workload> workload = ParseWorkload(object);
   if (!workload) {
+    Evaluation result;
     result.fixed = std::move(object);
     return result;
   }
+  return Evaluate(std::move(object), *workload, policy, options);
+}
+
+Evaluation Evaluate(Json object, const Workload& parsed, const Policy& policy,
+                    const EvaluateOptions& options) {
+  Evaluation result;
+  const Workload* workload = &parsed;
   result.recognized = true;
   const ObjectRef ref = ObjectRef::From(object);
   Json working = std::move(object);

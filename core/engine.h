@@ -5,6 +5,7 @@
 #include "core/finding.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/workload.h"
 
 namespace ncclguard::core {
 
@@ -30,5 +31,9 @@ struct Evaluation {
 // read has the wrong type; nothing is half-applied because the caller's object is never
 // modified. Taken by value: a caller done with the object moves it in and saves a deep copy.
 Evaluation Evaluate(Json object, const Policy& policy, const EvaluateOptions& options = {});
+// The same for a caller that has already parsed `object` into `workload` (the webhook, which
+// routes on the kind first): the object is not parsed twice.
+Evaluation Evaluate(Json object, const Workload& workload, const Policy& policy,
+                    const EvaluateOptions& options = {});
 
 }  // namespace ncclguard::core

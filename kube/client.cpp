@@ -1,10 +1,10 @@
 #include "kube/client.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <thread>
 #include <utility>
+
+#include "log/log.h"
 
 namespace ncclguard::kube {
 namespace {
@@ -103,7 +103,8 @@ std::string Client::CallRaw(const std::string& method, const std::string& path,
     if (error.code() == ErrorCode::kTooManyRequests && attempt < options_.max_retries_on_429) {
       auto wait = std::min(std::max(error.retry_after(), std::chrono::seconds(1)),
                            std::chrono::seconds(10));
-      spdlog::debug("{}: throttled by the server, retrying in {}s", description, wait.count());
+      log::Debug("throttled by the server; retrying",
+                 {{"request", description}, {"retryInS", wait.count()}});
       std::this_thread::sleep_for(wait);
       continue;
     }
@@ -178,7 +179,8 @@ ListPage Client::List(const ResourceRef& ref, ListOptions options) {
     } catch (const ApiError& error) {
       // The continue token outlived etcd's compaction window: start over in one request.
       if (error.code() != ErrorCode::kGone || options.continue_token.empty() || restarted) throw;
-      spdlog::info("list {}: continue token expired, listing again without paging", ref.Describe());
+      log::Info("list continue token expired; listing again without paging",
+                {{"resource", ref.Describe()}});
       restarted = true;
       all = ListPage{};
       options.continue_token.clear();

@@ -1,11 +1,10 @@
 #include "kube/event_recorder.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <utility>
 
 #include "kube/leader_election.h"
+#include "log/log.h"
 
 namespace ncclguard::kube {
 namespace {
@@ -149,8 +148,11 @@ std::string EventRecorder::Record(const EventSpec& spec) {
     }
   } catch (const std::exception& error) {
     dedup_.Forget(key);
-    spdlog::warn("event {} on {}/{}: {}", spec.reason, Field(spec.regarding, "namespace"),
-                 Field(spec.regarding, "name"), error.what());
+    log::Warn("event not recorded", {{"reason", spec.reason},
+                                     {"kind", Field(spec.regarding, "kind")},
+                                     {"namespace", Field(spec.regarding, "namespace")},
+                                     {"name", Field(spec.regarding, "name")},
+                                     {"error", error.what()}});
     return "";
   }
 }

@@ -1,9 +1,9 @@
 #include "kube/informer.h"
 
-#include <spdlog/spdlog.h>
-
 #include <random>
 #include <utility>
+
+#include "log/log.h"
 
 namespace ncclguard::kube {
 namespace {
@@ -186,8 +186,8 @@ void Informer::Notify(const std::vector<Change>& changes) {
           handlers.on_delete(change.old_object);
         }
       } catch (const std::exception& error) {
-        spdlog::error("informer {}: event handler failed: {}", options_.resource.Describe(),
-                      error.what());
+        log::Error("informer event handler failed",
+                   {{"resource", options_.resource.Describe()}, {"error", error.what()}});
       }
     }
   }
@@ -278,7 +278,7 @@ int Informer::WatchOnce(Backoff& backoff) {
 void Informer::Run() {
   Backoff backoff(options_.backoff);
   bool need_list = true;
-  std::string what = "informer " + options_.resource.Describe();
+  const std::string resource = options_.resource.Describe();
   bool said_not_served = false;
   while (!stop_.stopped()) {
     try {
@@ -307,7 +307,8 @@ void Informer::Run() {
       std::lock_guard lock(mutex_);
       if (error.code() == ErrorCode::kGone) {
         // Our resourceVersion is older than the server keeps: only a fresh list is correct.
-        spdlog::info("{}: {}; listing again", what, error.what());
+        log::Info("informer watch expired; listing again",
+                  {{"resource", resource}, {"error", error.what()}});
         ++stats_.relists_after_gone;
         need_list = true;
         continue;
@@ -317,11 +318,13 @@ void Informer::Run() {
         // once; asked again with the backoff (up to its maximum) so a CRD installed later is
         // picked up.
         if (!said_not_served) {
-          spdlog::info(
-              "{}: not served by the API server (CRD not installed?); checking again "
-              "every {} s at most",
-              what,
-              std::chrono::duration_cast<std::chrono::seconds>(options_.not_served_retry).count());
+          log::Info(
+              "informer resource not served by the API server (CRD not installed?); "
+              "checking again periodically",
+              {{"resource", resource},
+               {"maxIntervalS",
+                std::chrono::duration_cast<std::chrono::seconds>(options_.not_served_retry)
+                    .count()}});
           said_not_served = true;
         }
         ++stats_.reconnects_after_error;
@@ -330,17 +333,20 @@ void Informer::Run() {
           synced_changed_.notify_all();
         }
       } else if (error.code() == ErrorCode::kDecode) {
-        spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
+        log::Error("informer watch stream unreadable; resyncing with a fresh list",
+                   {{"resource", resource}, {"error", error.what()}});
         ++stats_.resyncs_after_bad_stream;
         need_list = true;
       } else {
-        spdlog::warn("{}: {}; reconnecting", what, error.what());
+        log::Warn("informer watch failed; reconnecting",
+                  {{"resource", resource}, {"error", error.what()}});
         ++stats_.reconnects_after_error;
       }
     } catch (const std::exception& error) {
       // A projection or index function threw: keep the loop alive and start over.
       if (stop_.stopped()) break;
-      spdlog::error("{}: {}; resyncing with a fresh list", what, error.what());
+      log::Error("informer failed; resyncing with a fresh list",
+                 {{"resource", resource}, {"error", error.what()}});
       need_list = true;
     }
     auto delay = backoff.Next();

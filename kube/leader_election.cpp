@@ -1,13 +1,13 @@
 #include "kube/leader_election.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <ctime>
 #include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include "log/log.h"
 
 namespace ncclguard::kube {
 namespace {
@@ -128,22 +128,25 @@ void LeaderElector::Release() {
     lease["spec"]["leaseDurationSeconds"] = 1;
     lease["spec"]["renewTime"] = FormatMicroTime(std::chrono::system_clock::now());
     client_->Update(lease_, lease);
-    spdlog::info("leader election {}: {} released the lease", lease_.Describe(), options_.identity);
+    log::Info("leader election: released the lease",
+              {{"lease", lease_.Describe()}, {"identity", options_.identity}});
   } catch (const std::exception& error) {
-    spdlog::warn("leader election {}: releasing the lease failed: {}", lease_.Describe(),
-                 error.what());
+    log::Warn(
+        "leader election: releasing the lease failed",
+        {{"lease", lease_.Describe()}, {"identity", options_.identity}, {"error", error.what()}});
   }
 }
 
 void LeaderElector::Run(const StopToken& stop) {
-  std::string what = "leader election " + lease_.Describe() + " (" + options_.identity + ")";
+  const std::string lease = lease_.Describe();
   while (!stop.stopped()) {
     bool acquired = false;
     try {
       acquired = TryAcquireOrRenew();
     } catch (const ApiError& error) {
       if (error.code() != ErrorCode::kConflict && error.code() != ErrorCode::kAlreadyExists) {
-        spdlog::warn("{}: {}", what, error.what());
+        log::Warn("leader election: acquiring failed",
+                  {{"lease", lease}, {"identity", options_.identity}, {"error", error.what()}});
       }
     }
     if (acquired) break;
@@ -151,7 +154,7 @@ void LeaderElector::Run(const StopToken& stop) {
   }
   if (stop.stopped()) return;
 
-  spdlog::info("{}: became leader", what);
+  log::Info("leader election: became leader", {{"lease", lease}, {"identity", options_.identity}});
   StopToken leading;
   {
     std::lock_guard lock(mutex_);
@@ -168,18 +171,22 @@ void LeaderElector::Run(const StopToken& stop) {
     try {
       renewed = TryAcquireOrRenew();
     } catch (const ApiError& error) {
-      spdlog::warn("{}: renewing: {}", what, error.what());
+      log::Warn("leader election: renewing failed",
+                {{"lease", lease}, {"identity", options_.identity}, {"error", error.what()}});
     }
     std::string holder = ObservedLeader();
     std::lock_guard lock(mutex_);
     if (renewed) {
       last_renew_ = Steady::now();
     } else if (!holder.empty() && holder != options_.identity) {
-      spdlog::error("{}: {} holds the lease now: stopped leading", what, holder);
+      log::Error("leader election: another replica holds the lease; stopped leading",
+                 {{"lease", lease}, {"identity", options_.identity}, {"holder", holder}});
       break;
     } else if (Steady::now() - last_renew_ >= options_.renew_deadline) {
-      spdlog::error("{}: lease not renewed for {} ms: stopped leading", what,
-                    options_.renew_deadline.count());
+      log::Error("leader election: lease not renewed within the deadline; stopped leading",
+                 {{"lease", lease},
+                  {"identity", options_.identity},
+                  {"renewDeadlineMs", options_.renew_deadline.count()}});
       break;
     }
   }

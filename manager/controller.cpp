@@ -1,9 +1,9 @@
 #include "manager/controller.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <thread>
+
+#include "log/log.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -13,12 +13,6 @@ namespace {
 constexpr int kMaxEventAttempts = 16;
 
 }  // namespace
-
-std::string LogLine(std::initializer_list<std::pair<const char*, std::string>> fields) {
-  core::Json line = core::Json::object();
-  for (const auto& [key, value] : fields) line[key] = value;
-  return line.dump();
-}
 
 Controller::Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout)
     : spec_(std::move(spec)), executor_(executor), sync_timeout_(sync_timeout) {
@@ -70,13 +64,10 @@ void Controller::Run(const kube::StopToken& leading) {
     if (watch.informer->HasSynced()) continue;
     // A kind whose CRD is not installed is usual (no JobSet in a Kubeflow cluster).
     const bool not_served = watch.informer->NotServed();
-    spdlog::log(
-        not_served ? spdlog::level::info : spdlog::level::warn, "{}",
-        LogLine({{"msg", not_served ? "not served (CRD not installed?); its objects are "
-                                      "reconciled once it is"
-                                    : "cache not synced; reconciling without it until it is"},
-                 {"controller", spec_.name},
-                 {"resource", watch.informer->resource().Describe()}}));
+    log::Write(not_served ? log::Level::Info : log::Level::Warn,
+               not_served ? "not served (CRD not installed?); its objects are reconciled once it is"
+                          : "cache not synced; reconciling without it until it is",
+               {{"controller", spec_.name}, {"resource", watch.informer->resource().Describe()}});
   }
   kube::WorkQueue queue;
   {
@@ -103,6 +94,7 @@ void Controller::Run(const kube::StopToken& leading) {
 void Controller::Process(kube::WorkQueue& queue, const std::string& key,
                          const kube::StopToken& leading) {
   if (leading.stopped()) return;
+  const log::Scope log_scope({{"controller", spec_.name}, {"key", key}});
   std::string error;
   std::vector<controllers::Action> unsent = TakeUnsent(key);
   // Events refused again and again (a namespace being deleted) are given up on.
@@ -137,10 +129,8 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
       break;
     case Outcome::kRetry:
       ++stats_.retries;
-      spdlog::info("{}", LogLine({{"msg", "reconcile failed; retrying with backoff"},
-                                  {"controller", spec_.name},
-                                  {"key", key},
-                                  {"error", error}}));
+      log::Info("reconcile failed; retrying with backoff",
+                {{"controller", spec_.name}, {"key", key}, {"error", error}});
       queue.AddRateLimited(key);
       break;
     case Outcome::kStopped:

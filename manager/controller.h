@@ -27,9 +27,6 @@
 
 namespace ncclguard::manager {
 
-// One JSON log line of these fields (a reconcile's lines carry its key as "key").
-std::string LogLine(std::initializer_list<std::pair<const char*, std::string>> fields);
-
 // Something the manager runs until its stop token fires: a controller, the webhook certificate
 // manager. Runnables that need leadership run only while this replica holds the Lease (and
 // stop when it is lost); the others run on every replica from the start of Manager::Run.

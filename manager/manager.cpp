@@ -1,6 +1,5 @@
 #include "manager/manager.h"
 
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "controllers/actions.h"
 #include "kube/event_recorder.h"
 #include "kube/leader_election.h"
+#include "log/log.h"
 #include "manager/cache.h"
 #include "manager/executor.h"
 #include "manager/wiring.h"
@@ -132,10 +132,10 @@ class Manager::Impl {
   // released).
   void Lead(const std::vector<Runnable*>& elected, const kube::StopToken& leading) {
     leading_flag_ = true;
-    spdlog::info("{}", LogLine({{"msg", "reconciling"}, {"identity", options_.identity}}));
+    log::Info("reconciling", {{"identity", options_.identity}});
     RunAll(elected, leading);
     leading_flag_ = false;
-    spdlog::info("{}", LogLine({{"msg", "stopped reconciling"}, {"identity", options_.identity}}));
+    log::Info("stopped reconciling", {{"identity", options_.identity}});
   }
 
   kube::ClientConfig config_;

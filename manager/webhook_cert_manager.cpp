@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,16 +16,12 @@
 
 #include "core/json.h"
 #include "kube/errors.h"
+#include "log/log.h"
 
 namespace ncclguard::manager {
 namespace {
 
 using core::Json;
-
-void Log(spdlog::level::level_enum level, const Json& fields) {
-  if (!spdlog::should_log(level)) return;
-  spdlog::log(level, "{}", fields.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
 
 std::string EncodeBase64(const std::string& bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
@@ -169,11 +164,10 @@ void WebhookCertManager::SyncOnce() {
         const bool published = EnsureBundle(data.at(kCaCertKey));
         decision = DecideCertAction(state, Now(), published, hosts_, options_.lifetimes);
       } catch (const CertError& e) {
-        Log(spdlog::level::warn, {{"msg",
-                                   "webhook certificate Secret is unusable; replacing it "
-                                   "with a new CA and serving certificate"},
-                                  {"secret", ref.Describe()},
-                                  {"error", e.what()}});
+        log::Warn(
+            "webhook certificate Secret is unusable; replacing it with a new CA and serving "
+            "certificate",
+            {{"secret", ref.Describe()}, {"error", e.what()}});
         decision = {CertAction::kCreate, std::string("unusable Secret: ") + e.what()};
       }
     }
@@ -206,16 +200,14 @@ void WebhookCertManager::SyncOnce() {
         if (lost_race && attempt < 5) continue;
         throw;
       }
-      Log(spdlog::level::info, {{"msg", "webhook certificates updated"},
-                                {"secret", ref.Describe()},
-                                {"action", CertActionName(decision.action)},
-                                {"reason", decision.reason}});
+      log::Info("webhook certificates updated", {{"secret", ref.Describe()},
+                                                 {"action", CertActionName(decision.action)},
+                                                 {"reason", decision.reason}});
       data = std::move(updated);
       EnsureBundle(data.at(kCaCertKey));
     } else {
-      Log(spdlog::level::debug, {{"msg", "webhook certificates current"},
-                                 {"secret", ref.Describe()},
-                                 {"reason", decision.reason}});
+      log::Debug("webhook certificates current",
+                 {{"secret", ref.Describe()}, {"reason", decision.reason}});
     }
     WriteFiles(data.at(kTlsCertKey), data.at(kTlsKeyKey), /*from_secret=*/true);
     OPENSSL_cleanse(data.at(kTlsKeyKey).data(), data.at(kTlsKeyKey).size());
@@ -246,9 +238,8 @@ bool WebhookCertManager::EnsureBundle(const std::string& bundle_pem) {
         if (std::find(missing_configurations_.begin(), missing_configurations_.end(), name) ==
             missing_configurations_.end()) {
           missing_configurations_.push_back(name);
-          Log(spdlog::level::warn,
-              {{"msg", "webhook configuration not found; its caBundle is set once it exists"},
-               {"configuration", name}});
+          log::Warn("webhook configuration not found; its caBundle is set once it exists",
+                    {{"configuration", name}});
         }
         break;
       }
@@ -277,9 +268,8 @@ bool WebhookCertManager::EnsureBundle(const std::string& bundle_pem) {
         if (e.code() == kube::ErrorCode::kConflict && attempt < 5) continue;
         throw;
       }
-      Log(spdlog::level::info, {{"msg", "webhook configuration caBundle set"},
-                                {"configuration", ref.Describe()},
-                                {"webhooks", webhooks.size()}});
+      log::Info("webhook configuration caBundle set",
+                {{"configuration", ref.Describe()}, {"webhooks", webhooks.size()}});
       break;
     }
   }
@@ -318,22 +308,22 @@ void WebhookCertManager::WriteFiles(const std::string& cert_pem, const std::stri
   }
   if (changed && options_.files_written) options_.files_written();
   if (from_secret && !ready_.exchange(true)) {
-    Log(spdlog::level::info, {{"msg", "webhook serving certificate written"},
-                              {"certFile", cert_file()},
-                              {"hosts", hosts_}});
+    log::Info("webhook serving certificate written",
+              {{"certFile", cert_file()}, {"hosts", hosts_}});
   }
 }
 
 void WebhookCertManager::Run(const kube::StopToken& stop) {
+  const log::Scope log_scope(
+      {{"key", "Secret/" + options_.namespace_ + "/" + options_.secret_name}});
   while (!stop.stopped()) {
     std::chrono::milliseconds wait = options_.sync_interval;
     try {
       SyncOnce();
     } catch (const std::exception& e) {
       wait = options_.retry_interval;
-      Log(spdlog::level::warn, {{"msg", "webhook certificates not synced; retrying"},
-                                {"secret", SecretRef(options_).Describe()},
-                                {"error", e.what()}});
+      log::Warn("webhook certificates not synced; retrying",
+                {{"secret", SecretRef(options_).Describe()}, {"error", e.what()}});
     }
     if (stop.WaitFor(wait)) break;
   }

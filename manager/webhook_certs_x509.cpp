@@ -15,8 +15,12 @@
 #include <ctime>
 #include <memory>
 
+#include "crypto/openssl_error.h"
+
 namespace ncclguard::manager {
 namespace {
+
+using crypto::OpenSslError;
 
 template <typename T, void (*Free)(T*)>
 struct Deleter {
@@ -30,15 +34,6 @@ using StoreContextPtr =
     std::unique_ptr<X509_STORE_CTX, Deleter<X509_STORE_CTX, X509_STORE_CTX_free>>;
 using ExtensionPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using BignumPtr = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
-
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "unknown OpenSSL error";
-  char buffer[256];
-  ERR_error_string_n(code, buffer, sizeof buffer);
-  return buffer;
-}
 
 BioPtr ReadBio(const std::string& text) {
   return BioPtr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));

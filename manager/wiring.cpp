@@ -1,9 +1,8 @@
 #include "manager/wiring.h"
 
-#include <spdlog/spdlog.h>
-
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
+#include "log/log.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -97,9 +96,8 @@ void PolicySource::Observe(const kube::CachedObject& object) {
     return;
   }
   if (const auto error = holder_.Update(*object)) {
-    spdlog::warn("{}", LogLine({{"msg", "NcclPolicy not applied; keeping the last good policy"},
-                                {"key", controllers::Meta(*object, "name")},
-                                {"error", *error}}));
+    log::Warn("NcclPolicy not applied; keeping the last good policy",
+              {{"key", controllers::Meta(*object, "name")}, {"error", *error}});
   }
   current_ = std::make_shared<const core::Policy>(holder_.Current());
 }

@@ -1,12 +1,11 @@
 #include "probes/publisher.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <exception>
 #include <utility>
 
 #include "core/json_access.h"
+#include "log/log.h"
 #include "probes/node_validation.h"
 
 namespace ncclguard::probes {
@@ -14,17 +13,12 @@ namespace {
 
 using core::Json;
 
-// Structured log lines: cli/json_log.h turns a JSON-object message into fields.
-void Log(spdlog::level::level_enum level, Json fields) {
-  if (!spdlog::should_log(level)) return;
-  spdlog::log(level, "{}", fields.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
-
-Json ErrorFields(const std::exception& error) {
-  Json fields{{"error", error.what()}};
+// The error, and for an API error its code and HTTP status, as log fields.
+log::Fields ErrorFields(const std::exception& error) {
+  log::Fields fields{{"error", error.what()}};
   if (const auto* api = dynamic_cast<const kube::ApiError*>(&error)) {
-    fields["code"] = kube::ErrorCodeName(api->code());
-    if (api->http_status() != 0) fields["httpStatus"] = api->http_status();
+    fields.push_back({"code", kube::ErrorCodeName(api->code())});
+    if (api->http_status() != 0) fields.push_back({"httpStatus", api->http_status()});
   }
   return fields;
 }
@@ -94,11 +88,10 @@ void NodePublisher::Publish(const ProbeReport& report, const std::string& reques
   client_->PatchStatus(node, kube::PatchType::kStrategic, NodeConditionPatch(condition), write);
 
   Count(&PublisherStats::publishes);
-  Log(spdlog::level::info, Json{{"msg", "published node validation"},
-                                {"node", options_.node_name},
-                                {"summary", StatusName(named.summary)},
-                                {"validated", ValidatedLabelValue(named)},
-                                {"ncclReady", condition["status"]}});
+  log::Info("published node validation", {{"node", options_.node_name},
+                                          {"summary", StatusName(named.summary)},
+                                          {"validated", ValidatedLabelValue(named)},
+                                          {"ncclReady", condition["status"]}});
   if (!request.empty()) ClearRequest(request);
 }
 
@@ -114,10 +107,8 @@ void NodePublisher::ClearRequest(const std::string& request) {
   } catch (const kube::ApiError& error) {
     // 422: the value changed (a newer request) or is gone; anything else: the next poll sees the
     // annotation again and runs once more, which is harmless.
-    Json fields = ErrorFields(error);
-    fields["msg"] = "request annotation not cleared";
-    Log(error.code() == kube::ErrorCode::kInvalid ? spdlog::level::debug : spdlog::level::warn,
-        std::move(fields));
+    log::Write(error.code() == kube::ErrorCode::kInvalid ? log::Level::Debug : log::Level::Warn,
+               "request annotation not cleared", ErrorFields(error));
   }
 }
 
@@ -137,9 +128,8 @@ std::optional<ProbeReport> NodePublisher::RunOnce(const kube::StopToken& stop) {
   try {
     request = PendingRequest();
   } catch (const std::exception& error) {
-    Json fields = ErrorFields(error);
-    fields["msg"] = "could not read the probe request annotation";
-    Log(spdlog::level::debug, std::move(fields));
+    log::Write(log::Level::Debug, "could not read the probe request annotation",
+               ErrorFields(error));
   }
 
   ProbeReport report;
@@ -147,14 +137,10 @@ std::optional<ProbeReport> NodePublisher::RunOnce(const kube::StopToken& stop) {
     report = probe_();
     Count(&PublisherStats::probes);
   } catch (const std::exception& error) {
-    Json fields = ErrorFields(error);
-    fields["msg"] = "probe failed to run";
-    Log(spdlog::level::err, std::move(fields));
+    log::Write(log::Level::Error, "probe failed to run", ErrorFields(error));
     return std::nullopt;
   }
-  if (report.timed_out)
-    Log(spdlog::level::warn,
-        Json{{"msg", "a check timed out and is still running on a detached thread"}});
+  if (report.timed_out) log::Warn("a check timed out and is still running on a detached thread");
 
   kube::Backoff backoff(options_.retry);
   while (!stop.stopped()) {
@@ -164,12 +150,11 @@ std::optional<ProbeReport> NodePublisher::RunOnce(const kube::StopToken& stop) {
     } catch (const std::exception& error) {
       Count(&PublisherStats::publish_failures);
       const auto delay = backoff.Next();
-      Json fields = ErrorFields(error);
-      fields["msg"] = "publishing failed; retrying";
-      fields["node"] = options_.node_name;
-      fields["attempt"] = backoff.attempts();
-      fields["retryInMs"] = delay.count();
-      Log(spdlog::level::warn, std::move(fields));
+      log::Fields fields = ErrorFields(error);
+      fields.push_back({"node", options_.node_name});
+      fields.push_back({"attempt", backoff.attempts()});
+      fields.push_back({"retryInMs", delay.count()});
+      log::Write(log::Level::Warn, "publishing failed; retrying", fields);
       if (stop.WaitFor(delay)) break;
     }
   }
@@ -191,16 +176,14 @@ void NodePublisher::Run(const kube::StopToken& stop) {
       try {
         if (!PendingRequest().empty()) {
           Count(&PublisherStats::requested_runs);
-          Log(spdlog::level::info, Json{{"msg", "probe requested"},
-                                        {"annotation", std::string(kProbeRequestedAnnotation)}});
+          log::Info("probe requested", {{"annotation", kProbeRequestedAnnotation}});
           break;
         }
         failed_polls = 0;
       } catch (const std::exception& error) {
         // The next run retries with backoff anyway; warn once per outage, not every poll.
-        Json fields = ErrorFields(error);
-        fields["msg"] = "could not poll for a probe request";
-        Log(failed_polls++ == 0 ? spdlog::level::warn : spdlog::level::debug, std::move(fields));
+        log::Write(failed_polls++ == 0 ? log::Level::Warn : log::Level::Debug,
+                   "could not poll for a probe request", ErrorFields(error));
       }
     }
   }

@@ -74,7 +74,7 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
   if (workload.kind == core::WorkloadKind::Pod) {
     // The validating webhook checks the fixed pod; here only the fixes are needed.
     core::Evaluation evaluation =
-        core::Evaluate(std::move(request.object), policy,
+        core::Evaluate(std::move(request.object), workload, policy,
                        {.pod_rules = true, .job_rules = false, .check_rules = false});
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     if (!evaluation.patch.empty()) {
@@ -91,7 +91,7 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
 }
 
 AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workload,
-                          const core::Policy& policy) {
+                          const core::Policy& policy, const core::ObjectRef& ref) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   const bool pod = workload.kind == core::WorkloadKind::Pod;
@@ -100,8 +100,8 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
     return outcome;
   }
   const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
-  const core::ObjectRef ref = RefOf(request);
-  core::Evaluation evaluation = core::Evaluate(std::move(request.object), policy, options);
+  core::Evaluation evaluation =
+      core::Evaluate(std::move(request.object), workload, policy, options);
   std::vector<core::Finding> findings = std::move(evaluation.findings);
   if (request.operation == "UPDATE") {
     findings = NewSince(std::move(findings), request.old_object, policy, options);
@@ -139,6 +139,29 @@ AdmissionOutcome Refuse(const AdmissionRequest& request, AdmitResult result, int
   outcome.response.message = std::move(message);
   outcome.result = result;
   return outcome;
+}
+
+// The workload is parsed once here and handed to the rules.
+AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core::Policy& policy,
+                        const AdmitOptions& options, const core::ObjectRef& ref) {
+  AdmissionOutcome skipped;
+  skipped.response.uid = request.uid;
+  skipped.result = AdmitResult::Skipped;
+  if (request.operation != "CREATE" && request.operation != "UPDATE") return skipped;
+  if (!request.sub_resource.empty() || IsExempt(request, options)) return skipped;
+  try {
+    std::optional<core::Workload> workload = core::ParseWorkload(request.object);
+    if (!workload) return skipped;
+    return endpoint == Endpoint::Mutate ? Mutate(request, *workload, policy)
+                                        : Validate(request, *workload, policy, ref);
+  } catch (const core::InputError& e) {
+    return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
+                  "ncclguard cannot read " + ref.Describe() + ": " + e.what());
+  } catch (const std::exception& e) {
+    return Refuse(request, AdmitResult::Error, 500, "InternalError",
+                  "ncclguard internal error while checking " + ref.Describe() + ": " + e.what() +
+                      "; the request is denied so nothing unchecked runs");
+  }
 }
 
 }  // namespace
@@ -216,26 +239,10 @@ std::string WarningText(const core::Finding& finding) {
 
 AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::Policy& policy,
                        const AdmitOptions& options) {
-  AdmissionOutcome skipped;
-  skipped.response.uid = request.uid;
-  skipped.result = AdmitResult::Skipped;
-  if (request.operation != "CREATE" && request.operation != "UPDATE") return skipped;
-  if (!request.sub_resource.empty() || IsExempt(request, options)) return skipped;
-
   const core::ObjectRef ref = RefOf(request);  // before the object is moved into the rules
-  try {
-    std::optional<core::Workload> workload = core::ParseWorkload(request.object);
-    if (!workload) return skipped;
-    return endpoint == Endpoint::Mutate ? Mutate(request, *workload, policy)
-                                        : Validate(request, *workload, policy);
-  } catch (const core::InputError& e) {
-    return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
-                  "ncclguard cannot read " + ref.Describe() + ": " + e.what());
-  } catch (const std::exception& e) {
-    return Refuse(request, AdmitResult::Error, 500, "InternalError",
-                  "ncclguard internal error while checking " + ref.Describe() + ": " + e.what() +
-                      "; the request is denied so nothing unchecked runs");
-  }
+  AdmissionOutcome outcome = Decide(endpoint, request, policy, options, ref);
+  outcome.object = ref;
+  return outcome;
 }
 
 }  // namespace ncclguard::webhook

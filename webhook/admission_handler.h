@@ -31,6 +31,7 @@ struct AdmissionOutcome {
   AdmissionResponse response;
   AdmitResult result = AdmitResult::Allowed;
   std::vector<core::Finding> findings;  // those that shaped the answer
+  core::ObjectRef object;               // the object as messages and logs name it
 };
 
 // Answers `request`. Never throws: a rule that throws denies this request (fail closed) with

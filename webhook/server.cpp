@@ -1,18 +1,19 @@
 #include "webhook/server.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cpprest/http_listener.h>
 
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "core/errors.h"
+#include "log/log.h"
 
 namespace ncclguard::webhook {
 namespace {
 
 using web::http::header_names;
+using web::http::http_headers;
 using web::http::http_request;
 using web::http::http_response;
 using web::http::methods;
@@ -21,19 +22,101 @@ using web::http::status_codes;
 using web::http::experimental::listener::http_listener;
 using web::http::experimental::listener::http_listener_config;
 
+constexpr const char* kTextPlain = "text/plain; charset=utf-8";
+
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+std::optional<Endpoint> AdmissionEndpoint(const std::string& path) {
+  if (path == "/mutate") return Endpoint::Mutate;
+  if (path == "/validate") return Endpoint::Validate;
+  return std::nullopt;
 }
 
-void LogLine(spdlog::level::level_enum level, const core::Json& fields) {
-  if (!spdlog::should_log(level)) return;
-  spdlog::log(level, "{}", fields.dump(-1, ' ', false, core::Json::error_handler_t::replace));
+// A request answered before its body is read: status, the result its metric counts, the reason
+// (body and log), and whether the connection closes because its body will not be read.
+struct Refusal {
+  status_code code;
+  std::string_view result;
+  std::string reason;
+  bool close = false;
+};
+
+std::optional<Refusal> CheckBodyHeaders(const http_headers& headers, std::size_t max_body_bytes) {
+  const std::string content_type = headers.content_type();
+  if (content_type.rfind("application/json", 0) != 0) {
+    return Refusal{status_codes::UnsupportedMediaType, "bad_content_type",
+                   "Content-Type must be application/json, not '" + content_type + "'"};
+  }
+  std::uint64_t length = 0;
+  if (!headers.match(header_names::content_length, length)) {
+    return Refusal{status_codes::LengthRequired, "no_content_length",
+                   "a Content-Length header is required"};
+  }
+  if (length > max_body_bytes) {
+    return Refusal{status_codes::RequestEntityTooLarge, "too_large",
+                   "body of " + std::to_string(length) + " bytes exceeds the limit of " +
+                       std::to_string(max_body_bytes),
+                   /*close=*/true};
+  }
+  return std::nullopt;
+}
+
+// What the admission log line says about a request, taken before Admit consumes it.
+struct RequestSummary {
+  std::string uid;
+  std::string operation;
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+  bool dry_run = false;
+};
+
+RequestSummary Summarize(const AdmissionRequest& request) {
+  return {request.uid,        request.operation, request.kind.kind,
+          request.namespace_, request.name,      request.dry_run};
+}
+
+// The answer's bytes. Encoding fails only on an answer built wrong: the request is then denied
+// (fail closed) and counted as an internal error.
+std::string EncodeAnswer(AdmissionOutcome& outcome) {
+  try {
+    return EncodeAdmissionReview(outcome.response);
+  } catch (const std::exception& e) {
+    AdmissionResponse denial;
+    denial.uid = outcome.response.uid;
+    denial.allowed = false;
+    denial.status_code = 500;
+    denial.message = std::string("ncclguard internal error encoding the answer: ") + e.what();
+    outcome.response = std::move(denial);
+    outcome.result = AdmitResult::Error;
+    return EncodeAdmissionReview(outcome.response);
+  }
+}
+
+void LogAdmission(std::string_view endpoint, const RequestSummary& request,
+                  const AdmissionOutcome& outcome, double seconds) {
+  const bool failed = outcome.result == AdmitResult::Error;
+  const log::Level level = failed ? log::Level::Error : log::Level::Info;
+  if (!log::Enabled(level)) return;
+  log::Value rules = log::Value::array();
+  for (const auto& finding : outcome.findings) rules.push_back(finding.rule);
+  log::Fields fields{{"endpoint", endpoint},
+                     {"uid", request.uid},
+                     {"operation", request.operation},
+                     {"kind", request.kind},
+                     {"namespace", request.namespace_},
+                     // A CREATE with generateName has no name yet; the object may still carry one.
+                     {"name", request.name.empty() ? outcome.object.name : request.name},
+                     {"result", AdmitResultName(outcome.result)},
+                     {"rules", std::move(rules)},
+                     {"dryRun", request.dry_run},
+                     {"durationMs", seconds * 1000.0}};
+  if (failed) fields.push_back({"error", outcome.response.message});
+  log::Write(level, "admission", fields);
 }
 
 }  // namespace
@@ -42,33 +125,67 @@ struct WebhookServer::Listener {
   std::unique_ptr<http_listener> listener;
 };
 
-// Counts a request from arrival until its answer is written to the connection.
-class WebhookServer::InFlight {
+// One request and its answer. It counts as in flight from arrival until the listener has written
+// the answer (request.reply only queues it), so a graceful shutdown never closes a connection
+// mid-answer.
+class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  explicit InFlight(std::atomic<int>& counter) : counter_(counter) { ++counter_; }
-  ~InFlight() { --counter_; }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
+  Exchange(WebhookServer& server, http_request request)
+      : server_(server),
+        request_(std::move(request)),
+        path_(request_.relative_uri().path()),
+        start_(std::chrono::steady_clock::now()) {
+    ++server_.in_flight_;
+  }
+  ~Exchange() { --server_.in_flight_; }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  http_request& request() { return request_; }
+  const std::string& path() const { return path_; }
+  double Seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+  // Sends the answer; draining, every answer closes its connection.
+  void Reply(status_code code, std::string body, const std::string& content_type,
+             bool close = false) {
+    http_response response(code);
+    if (close || server_.draining_.load()) {
+      response.headers().add(header_names::connection, "close");
+    }
+    response.set_body(std::move(body), content_type);
+    request_.reply(response).then([hold = shared_from_this()](pplx::task<void> written) {
+      try {
+        written.get();
+      } catch (const std::exception&) {
+        // The client went away; nothing is left to do for this request.
+      }
+    });
+  }
+
+  // Counts the request in /metrics under `endpoint` and `result`, then replies.
+  void Answer(std::string_view endpoint, status_code code, std::string_view result,
+              std::string body, const std::string& content_type, bool close = false) {
+    server_.metrics_.CountRequest(endpoint, result, Seconds());
+    Reply(code, std::move(body), content_type, close);
+  }
+
+  void Refuse(std::string_view endpoint, const Refusal& refusal) {
+    log::Warn("request refused", {{"endpoint", endpoint},
+                                  {"path", path_},
+                                  {"status", refusal.code},
+                                  {"reason", refusal.reason}});
+    Answer(endpoint, refusal.code, refusal.result, refusal.reason + "\n", kTextPlain,
+           refusal.close);
+  }
 
  private:
-  std::atomic<int>& counter_;
+  WebhookServer& server_;
+  http_request request_;
+  const std::string path_;
+  const std::chrono::steady_clock::time_point start_;
 };
-
-namespace {
-
-// request.reply only queues the answer; `hold` (the request's InFlight count) lives until the
-// listener has written it, so a graceful shutdown never closes a connection mid-answer.
-void Reply(http_request& request, const http_response& response, std::shared_ptr<void> hold) {
-  request.reply(response).then([hold = std::move(hold)](pplx::task<void> written) {
-    try {
-      written.get();
-    } catch (const std::exception&) {
-      // The client went away; nothing is left to do for this request.
-    }
-  });
-}
-
-}  // namespace
 
 WebhookServer::WebhookServer(ServerConfig config)
     : config_(std::move(config)),
@@ -84,7 +201,7 @@ WebhookServer::~WebhookServer() {
   try {
     Shutdown();
   } catch (const std::exception& e) {
-    spdlog::error("webhook: shutdown: {}", e.what());
+    log::Error("webhook shutdown failed", {{"error", e.what()}});
   }
 }
 
@@ -112,43 +229,43 @@ void WebhookServer::ReloadIfDue(bool force) {
   next_reload_check_ns_.store(
       now + std::chrono::duration_cast<std::chrono::nanoseconds>(config_.reload_interval).count());
 
-  if (certificate_watch_.Changed()) {
-    try {
-      auto loaded = ServingCertificate::Load(config_.tls_cert_file, config_.tls_key_file);
-      {
-        std::lock_guard lock(state_mutex_);
-        certificate_ = loaded;
-      }
-      certificate_watch_.Accept();
-      metrics_.CountCertificateReload(true);
-      metrics_.SetCertificateExpiry(loaded->NotAfterUnix());
-      LogLine(spdlog::level::info, {{"msg", "serving certificate reloaded"},
-                                    {"subject", loaded->Subject()},
-                                    {"notAfter", loaded->NotAfterUnix()}});
-    } catch (const TlsError& e) {
-      // Mid-rotation the key may not match the certificate yet: keep serving, retry later.
-      metrics_.CountCertificateReload(false);
-      LogLine(spdlog::level::warn,
-              {{"msg", "serving certificate not reloaded; keeping the previous one"},
-               {"error", e.what()}});
+  if (certificate_watch_.Changed()) ReloadCertificate();
+  if (policy_watch_.Changed()) ReloadPolicy();
+}
+
+void WebhookServer::ReloadCertificate() {
+  try {
+    auto loaded = ServingCertificate::Load(config_.tls_cert_file, config_.tls_key_file);
+    {
+      std::lock_guard lock(state_mutex_);
+      certificate_ = loaded;
     }
+    certificate_watch_.Accept();
+    metrics_.CountCertificateReload(true);
+    metrics_.SetCertificateExpiry(loaded->NotAfterUnix());
+    log::Info("serving certificate reloaded",
+              {{"subject", loaded->Subject()}, {"notAfter", loaded->NotAfterUnix()}});
+  } catch (const TlsError& e) {
+    // Mid-rotation the key may not match the certificate yet: keep serving, retry later.
+    metrics_.CountCertificateReload(false);
+    log::Warn("serving certificate not reloaded; keeping the previous one", {{"error", e.what()}});
   }
-  if (policy_watch_.Changed()) {
-    try {
-      auto loaded = std::make_shared<const core::Policy>(config_.load_policy());
-      {
-        std::lock_guard lock(state_mutex_);
-        policy_ = loaded;
-      }
-      policy_watch_.Accept();
-      metrics_.CountPolicyReload(true);
-      LogLine(spdlog::level::info, {{"msg", "policy reloaded"}});
-    } catch (const std::exception& e) {
-      metrics_.CountPolicyReload(false);
-      policy_watch_.Accept();  // a broken file is reported once, not on every check
-      LogLine(spdlog::level::err,
-              {{"msg", "policy not reloaded; keeping the previous one"}, {"error", e.what()}});
+}
+
+void WebhookServer::ReloadPolicy() {
+  try {
+    auto loaded = std::make_shared<const core::Policy>(config_.load_policy());
+    {
+      std::lock_guard lock(state_mutex_);
+      policy_ = loaded;
     }
+    policy_watch_.Accept();
+    metrics_.CountPolicyReload(true);
+    log::Info("policy reloaded");
+  } catch (const std::exception& e) {
+    metrics_.CountPolicyReload(false);
+    policy_watch_.Accept();  // a broken file is reported once, not on every check
+    log::Error("policy not reloaded; keeping the previous one", {{"error", e.what()}});
   }
 }
 
@@ -178,9 +295,8 @@ void WebhookServer::Start() {
     throw std::runtime_error("listening on " + config_.listen + ": " + e.what());
   }
   ready_ = true;
-  LogLine(spdlog::level::info, {{"msg", "webhook listening"},
-                                {"listen", config_.listen},
-                                {"certificate", CurrentCertificate()->Subject()}});
+  log::Info("webhook listening",
+            {{"listen", config_.listen}, {"certificate", CurrentCertificate()->Subject()}});
 }
 
 void WebhookServer::Shutdown() {
@@ -193,186 +309,92 @@ void WebhookServer::Shutdown() {
   const int abandoned = in_flight_.load();
   listener_->listener->close().wait();
   listener_->listener.reset();
-  LogLine(spdlog::level::info, {{"msg", "webhook stopped"}, {"abandonedRequests", abandoned}});
+  log::Info("webhook stopped", {{"abandonedRequests", abandoned}});
 }
 
 void WebhookServer::Handle(void* raw_request) {
-  http_request request = *static_cast<http_request*>(raw_request);
-  const auto start = std::chrono::steady_clock::now();
-  auto in_flight = std::make_shared<InFlight>(in_flight_);
-  const std::string path = request.relative_uri().path();
-
-  auto reply = [this, &request, start, &in_flight](std::string_view endpoint, status_code code,
-                                                   std::string_view result, std::string body,
-                                                   std::string content_type) {
-    http_response response(code);
-    if (draining_.load()) response.headers().add(header_names::connection, "close");
-    response.set_body(std::move(body), content_type);
-    Reply(request, response, in_flight);
-    metrics_.CountRequest(endpoint, result, SecondsSince(start));
-  };
-  auto refuse = [&](std::string_view endpoint, status_code code, std::string_view result,
-                    const std::string& reason) {
-    LogLine(spdlog::level::warn, {{"msg", "request refused"},
-                                  {"endpoint", endpoint},
-                                  {"path", path},
-                                  {"status", code},
-                                  {"reason", reason}});
-    reply(endpoint, code, result, reason + "\n", "text/plain; charset=utf-8");
-  };
-
-  if (request.method() == methods::GET) {
-    if (path == "/healthz") return reply("healthz", status_codes::OK, "ok", "ok\n", "text/plain");
-    if (path == "/readyz") {
-      return Ready() ? reply("readyz", status_codes::OK, "ok", "ok\n", "text/plain")
-                     : reply("readyz", status_codes::ServiceUnavailable, "not_ready", "not ready\n",
-                             "text/plain");
-    }
-    if (path == "/metrics") {
-      return reply("metrics", status_codes::OK, "ok", metrics_.Render(),
-                   "text/plain; version=0.0.4");
-    }
+  auto exchange = std::make_shared<Exchange>(*this, *static_cast<http_request*>(raw_request));
+  const http_request& request = exchange->request();
+  const std::string& path = exchange->path();
+  if (request.method() == methods::GET && ServeStatusPage(*exchange)) return;
+  const std::optional<Endpoint> endpoint = AdmissionEndpoint(path);
+  if (!endpoint) {
+    return exchange->Refuse("other",
+                            {status_codes::NotFound, "not_found", "no such path: " + path});
   }
-  const bool admission_path = path == "/mutate" || path == "/validate";
-  if (!admission_path) {
-    if (request.method() == methods::GET) {
-      return refuse("other", status_codes::NotFound, "not_found", "no such path: " + path);
-    }
+  if (request.method() != methods::POST) {
+    return exchange->Refuse("other", {status_codes::MethodNotAllowed, "method_not_allowed",
+                                      request.method() + " " + path + ": use POST"});
   }
-  if (!admission_path || request.method() != methods::POST) {
-    return refuse(
-        "other", admission_path ? status_codes::MethodNotAllowed : status_codes::NotFound,
-        admission_path ? "method_not_allowed" : "not_found",
-        admission_path ? request.method() + " " + path + ": use POST" : "no such path: " + path);
+  if (auto refusal = CheckBodyHeaders(request.headers(), config_.max_body_bytes)) {
+    return exchange->Refuse(EndpointName(*endpoint), *refusal);
   }
-  const Endpoint endpoint = path == "/mutate" ? Endpoint::Mutate : Endpoint::Validate;
-  const std::string_view endpoint_name = EndpointName(endpoint);
-
-  const std::string content_type = request.headers().content_type();
-  if (content_type.rfind("application/json", 0) != 0) {
-    return refuse(endpoint_name, status_codes::UnsupportedMediaType, "bad_content_type",
-                  "Content-Type must be application/json, not '" + content_type + "'");
-  }
-  std::uint64_t length = 0;
-  if (!request.headers().match(header_names::content_length, length)) {
-    return refuse(endpoint_name, status_codes::LengthRequired, "no_content_length",
-                  "a Content-Length header is required");
-  }
-  if (length > config_.max_body_bytes) {
-    // Close the connection: its body will not be read.
-    http_response response(status_codes::RequestEntityTooLarge);
-    response.headers().add(header_names::connection, "close");
-    const std::string reason = "body of " + std::to_string(length) +
-                               " bytes exceeds the limit of " +
-                               std::to_string(config_.max_body_bytes);
-    response.set_body(reason + "\n", "text/plain; charset=utf-8");
-    Reply(request, response, in_flight);
-    metrics_.CountRequest(endpoint_name, "too_large", SecondsSince(start));
-    LogLine(spdlog::level::warn, {{"msg", "request refused"},
-                                  {"endpoint", endpoint_name},
-                                  {"status", 413},
-                                  {"reason", reason}});
-    return;
-  }
-
   ReloadIfDue();
+  ReadReview(*endpoint, std::move(exchange));
+}
+
+void WebhookServer::ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange) {
+  http_request& request = exchange->request();
   request.extract_utf8string(/*ignore_content_type=*/true)
-      .then([this, request, endpoint, start, in_flight](pplx::task<std::string> body_task) mutable {
+      .then([this, endpoint, exchange = std::move(exchange)](pplx::task<std::string> read) {
         std::string body;
         try {
-          body = body_task.get();
+          body = read.get();
         } catch (const std::exception& e) {
           // The body was cut short (a half-closed or vanished client). A half-closed client can
           // still read the reason; then the connection is closed.
-          metrics_.CountRequest(EndpointName(endpoint), "client_error", SecondsSince(start));
-          LogLine(spdlog::level::warn, {{"msg", "request body not received"},
-                                        {"endpoint", EndpointName(endpoint)},
-                                        {"error", e.what()}});
+          log::Warn("request body not received",
+                    {{"endpoint", EndpointName(endpoint)}, {"error", e.what()}});
           try {
-            http_response response(status_codes::BadRequest);
-            response.headers().add(header_names::connection, "close");
-            response.set_body("request body incomplete\n", "text/plain; charset=utf-8");
-            Reply(request, response, in_flight);
+            exchange->Answer(EndpointName(endpoint), status_codes::BadRequest, "client_error",
+                             "request body incomplete\n", kTextPlain, /*close=*/true);
           } catch (const std::exception&) {
           }
           return;
         }
-        AnswerReview(endpoint, &request, body, start, std::move(in_flight));
+        AnswerReview(endpoint, *exchange, body);
       });
 }
 
-void WebhookServer::AnswerReview(Endpoint endpoint, void* raw_request, const std::string& body,
-                                 std::chrono::steady_clock::time_point start,
-                                 std::shared_ptr<InFlight> in_flight) {
-  http_request& request = *static_cast<http_request*>(raw_request);
-  const std::string_view endpoint_name = EndpointName(endpoint);
-  http_response response(status_codes::OK);
-  if (draining_.load()) response.headers().add(header_names::connection, "close");
+bool WebhookServer::ServeStatusPage(Exchange& exchange) {
+  const std::string& path = exchange.path();
+  if (path == "/healthz") {
+    exchange.Answer("healthz", status_codes::OK, "ok", "ok\n", "text/plain");
+  } else if (path == "/readyz" && Ready()) {
+    exchange.Answer("readyz", status_codes::OK, "ok", "ok\n", "text/plain");
+  } else if (path == "/readyz") {
+    exchange.Answer("readyz", status_codes::ServiceUnavailable, "not_ready", "not ready\n",
+                    "text/plain");
+  } else if (path == "/metrics") {
+    exchange.Answer("metrics", status_codes::OK, "ok", metrics_.Render(),
+                    "text/plain; version=0.0.4");
+  } else {
+    return false;
+  }
+  return true;
+}
 
+// Decode, evaluate, encode: the review is parsed once and its object moved into the rules.
+void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body) {
+  const std::string_view endpoint_name = EndpointName(endpoint);
   AdmissionRequest admission;
   try {
     admission = ParseAdmissionReview(body);
   } catch (const ReviewError& e) {
-    response.set_status_code(status_codes::BadRequest);
-    response.set_body(std::string("invalid AdmissionReview: ") + e.what() + "\n",
-                      "text/plain; charset=utf-8");
-    Reply(request, response, in_flight);
-    metrics_.CountRequest(endpoint_name, "bad_request", SecondsSince(start));
-    LogLine(spdlog::level::warn, {{"msg", "invalid AdmissionReview"},
-                                  {"endpoint", endpoint_name},
-                                  {"status", 400},
-                                  {"error", e.what()}});
-    return;
+    log::Warn("invalid AdmissionReview",
+              {{"endpoint", endpoint_name}, {"status", 400}, {"error", e.what()}});
+    return exchange.Answer(endpoint_name, status_codes::BadRequest, "bad_request",
+                           std::string("invalid AdmissionReview: ") + e.what() + "\n", kTextPlain);
   }
+  const RequestSummary summary = Summarize(admission);
+  AdmissionOutcome outcome = Admit(endpoint, std::move(admission), *CurrentPolicy(), config_.admit);
+  std::string answer = EncodeAnswer(outcome);
 
-  const std::shared_ptr<const core::Policy> policy = CurrentPolicy();
-  const std::string uid = admission.uid;
-  const std::string operation = admission.operation;
-  const std::string kind = admission.kind.kind;
-  const std::string namespace_ = admission.namespace_;
-  std::string name = admission.name;
-  if (name.empty()) {
-    try {
-      name = core::ObjectRef::From(admission.object).name;
-    } catch (const std::exception&) {
-    }
-  }
-  const bool dry_run = admission.dry_run;
-  AdmissionOutcome outcome = Admit(endpoint, std::move(admission), *policy, config_.admit);
-  std::string answer;
-  try {
-    answer = EncodeAdmissionReview(outcome.response);
-  } catch (const std::exception& e) {
-    AdmissionResponse denial;
-    denial.uid = uid;
-    denial.allowed = false;
-    denial.status_code = 500;
-    denial.message = std::string("ncclguard internal error encoding the answer: ") + e.what();
-    outcome.result = AdmitResult::Error;
-    answer = EncodeAdmissionReview(denial);
-  }
-  response.set_body(std::move(answer), "application/json");
-  Reply(request, response, std::move(in_flight));
-
-  const double seconds = SecondsSince(start);
-  const std::string_view result = AdmitResultName(outcome.result);
-  metrics_.CountAdmission(endpoint_name, result, seconds, outcome.findings);
-  if (!spdlog::should_log(spdlog::level::info)) return;
-  core::Json rules = core::Json::array();
-  for (const auto& finding : outcome.findings) rules.push_back(finding.rule);
-  core::Json line = {{"msg", "admission"},
-                     {"endpoint", endpoint_name},
-                     {"uid", uid},
-                     {"operation", operation},
-                     {"kind", kind},
-                     {"namespace", namespace_},
-                     {"name", name},
-                     {"result", result},
-                     {"rules", std::move(rules)},
-                     {"dryRun", dry_run},
-                     {"durationMs", seconds * 1000.0}};
-  if (outcome.result == AdmitResult::Error) line["error"] = outcome.response.message;
-  LogLine(outcome.result == AdmitResult::Error ? spdlog::level::err : spdlog::level::info, line);
+  const double seconds = exchange.Seconds();
+  metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds,
+                          outcome.findings);
+  exchange.Reply(status_codes::OK, std::move(answer), "application/json");
+  LogAdmission(endpoint_name, summary, outcome, seconds);
 }
 
 }  // namespace ncclguard::webhook

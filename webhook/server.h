@@ -66,13 +66,15 @@ class WebhookServer {
 
  private:
   struct Listener;
-  class InFlight;
+  class Exchange;  // one request and its answer (cpprestsdk types are kept out of this header)
 
-  void Handle(void* request);  // web::http::http_request*, kept out of this header
-  void AnswerReview(Endpoint endpoint, void* request, const std::string& body,
-                    std::chrono::steady_clock::time_point start,
-                    std::shared_ptr<InFlight> in_flight);
+  void Handle(void* request);                // web::http::http_request*
+  bool ServeStatusPage(Exchange& exchange);  // GET /healthz, /readyz, /metrics
+  void ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange);
+  void AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body);
   void ReloadIfDue(bool force = false);
+  void ReloadCertificate();
+  void ReloadPolicy();
   std::shared_ptr<const core::Policy> CurrentPolicy() const;
   std::shared_ptr<const ServingCertificate> CurrentCertificate() const;
 

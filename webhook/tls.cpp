@@ -11,8 +11,12 @@
 #include <sstream>
 #include <vector>
 
+#include "crypto/openssl_error.h"
+
 namespace ncclguard::webhook {
 namespace {
+
+using crypto::OpenSslError;
 
 // TLS 1.2 suites with forward secrecy and AEAD only; TLS 1.3 suites are all acceptable.
 constexpr const char* kTls12Ciphers =
@@ -22,15 +26,6 @@ constexpr const char* kTls12Ciphers =
 
 // Certificates and keys are small; anything larger is not one.
 constexpr std::streamoff kMaxPemBytes = 1 << 20;
-
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "unknown OpenSSL error";
-  char buffer[256];
-  ERR_error_string_n(code, buffer, sizeof buffer);
-  return buffer;
-}
 
 std::string ReadPem(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
