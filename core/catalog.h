@@ -5,7 +5,7 @@
 
 namespace ncclguard::core {
 
-// Node checks (probes/) and runtime diagnoses (controllers/) named in RULES.md, with the guide
+// Node checks (probes/) and runtime diagnoses (controllers/) named in docs/rules.md, with the guide
 // section each links to. The implementations live at the edges; the ids and slugs live here so
 // that every part of ncclguard, and the guide test, agree on them.
 struct CatalogEntry {

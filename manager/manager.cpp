@@ -13,6 +13,7 @@
 #include "controllers/labels.h"
 #include "controllers/policy_object.h"
 #include "controllers/training_job_reconciler.h"
+#include "core/contract.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
@@ -24,8 +25,8 @@ namespace ncclguard::manager {
 namespace {
 
 using controllers::JobKey;
-using controllers::JobKind;
 using core::Json;
+using core::WorkloadKind;
 
 std::string DefaultIdentity() {
   char host[256] = {};
@@ -60,7 +61,7 @@ class Manager::Impl {
         client_(std::make_shared<kube::Client>(config_, options_.client)),
         caches_(client_),
         recorder_(std::make_shared<kube::EventRecorder>(
-            client_, std::string(controllers::kReportingController),
+            client_, std::string(core::kReportingController),
             options_.identity.empty() ? DefaultIdentity() : options_.identity)),
         executor_(client_, recorder_),
         policy_(std::make_shared<const core::Policy>(options_.base_policy)) {
@@ -233,7 +234,7 @@ class Manager::Impl {
   void EnqueueJobs(Filter&& filter) {
     std::lock_guard lock(queue_mutex_);
     if (queue_ == nullptr) return;
-    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    for (const core::KindInfo& info : core::ManagedKinds()) {
       for (const auto& job : caches_.Job(info.kind).List()) {
         if (!filter(*job)) continue;
         queue_->Add(
@@ -256,8 +257,8 @@ class Manager::Impl {
   }
 
   void AddHandlers() {
-    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
-      const JobKind kind = info.kind;
+    for (const core::KindInfo& info : core::ManagedKinds()) {
+      const WorkloadKind kind = info.kind;
       const auto own = [this, kind](const kube::CachedObject& job) {
         Enqueue({kind, controllers::Meta(*job, "namespace"), controllers::Meta(*job, "name")});
       };
@@ -320,7 +321,7 @@ class Manager::Impl {
     if (owners == metadata->end() || !owners->is_array()) return;
     for (const Json& owner : *owners) {
       if (!owner.is_object() || !owner.value("controller", false)) continue;
-      if (const auto kind = controllers::KindOfObject(owner)) {
+      if (const auto kind = core::ManagedKindOf(owner)) {
         Enqueue({*kind, controllers::Meta(service, "namespace"), owner.value("name", "")});
       }
     }

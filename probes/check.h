@@ -15,7 +15,7 @@ enum class CheckStatus { Pass, Warn, Fail, Skip };
 
 std::string_view StatusName(CheckStatus status);
 
-// One node check's answer (RULES.md: the NodeValidation status.checks[] entry).
+// One node check's answer (docs/contract.md: the NodeValidation status.checks[] entry).
 struct CheckResult {
   std::string id;
   CheckStatus status = CheckStatus::Skip;
@@ -43,7 +43,7 @@ class Check {
 class CheckRegistry {
  public:
   static void Add(std::unique_ptr<Check> check);
-  // In RULES.md's node-check order (core::NodeChecks()).
+  // In docs/rules.md's node-check order (core::NodeChecks()).
   static std::vector<const Check*> All();
   static const Check* Find(std::string_view id);
 };

@@ -36,7 +36,7 @@ std::string_view StatusName(CheckStatus status) {
 }
 
 void CheckRegistry::Add(std::unique_ptr<Check> check) {
-  // A check outside RULES.md's list would publish an id nobody documented.
+  // A check outside docs/rules.md's list would publish an id nobody documented.
   if (CatalogPosition(check->Id()) == core::NodeChecks().size())
     throw std::logic_error("node check '" + std::string(check->Id()) + "' is not in the catalog");
   Checks().push_back(std::move(check));

@@ -13,7 +13,7 @@
 namespace ncclguard::test {
 namespace {
 
-using controllers::JobKind;
+using core::WorkloadKind;
 
 controllers::Timestamp At() { return controllers::Timestamp(std::chrono::seconds(1'800'000'000)); }
 
@@ -45,7 +45,7 @@ Json Noisy(Json object) {
 }
 
 void Fill(FakeCluster& cluster, bool projected) {
-  const auto job_projection = manager::JobProjection(JobKind::PyTorchJob);
+  const auto job_projection = manager::JobProjection(WorkloadKind::PyTorchJob);
   const auto pod_projection = manager::PodProjection();
   const auto event_projection = manager::EventProjection();
   cluster.AddNamespace("team", true);
@@ -96,7 +96,7 @@ TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) 
   FakeCluster projected;
   Fill(whole, false);
   Fill(projected, true);
-  const controllers::JobKey key{JobKind::PyTorchJob, "team", "llama"};
+  const controllers::JobKey key{WorkloadKind::PyTorchJob, "team", "llama"};
   const auto expected = controllers::ReconcileTrainingJob(key, whole, At());
   const auto got = controllers::ReconcileTrainingJob(key, projected, At());
   ASSERT_FALSE(expected.actions.empty());
@@ -145,7 +145,7 @@ TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
   for (const Json& object : junk) {
     SCOPED_TRACE(object.dump());
     EXPECT_NO_THROW(manager::PodProjection()(object));
-    EXPECT_NO_THROW(manager::JobProjection(JobKind::JobSet)(object));
+    EXPECT_NO_THROW(manager::JobProjection(WorkloadKind::JobSet)(object));
     EXPECT_NO_THROW(manager::ServiceProjection()(object));
     EXPECT_NO_THROW(manager::NodeProjection()(object));
     EXPECT_NO_THROW(manager::NodeValidationProjection()(object));
