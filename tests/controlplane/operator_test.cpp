@@ -419,7 +419,8 @@ TEST_F(OperatorAgainstApiServer, JobSetDiagnosisConditionPassesTheUpstreamSchema
   kebab["reason"] = "insufficient-validated-nodes";
   const KubeResponse rejected = client_->Request(
       "PATCH", jobsets + "/held/status",
-      nlohmann::json{{"status", {{"conditions", {kebab}}}}}.dump(), "application/merge-patch+json");
+      nlohmann::json{{"status", {{"conditions", nlohmann::json::array({kebab})}}}}.dump(),
+      "application/merge-patch+json");
   EXPECT_EQ(rejected.status, 422) << rejected.body;
   EXPECT_NE(rejected.body.find("reason"), std::string::npos) << rejected.body;
   EXPECT_EQ(ConditionOf(Get(jobsets + "/held"), "NcclDiagnosis")["reason"],

@@ -70,7 +70,8 @@ TEST(Contract, NamesAreUnderTheGroupAndDistinct) {
 }
 
 TEST(Contract, ChartScriptsAndDocsSpellOnlyDefinedNames) {
-  const std::set<std::string> defined(core::kContractNames.begin(), core::kContractNames.end());
+  std::set<std::string, std::less<>> defined;
+  for (std::string_view name : core::kContractNames) defined.emplace(name);
   std::map<std::string, std::string> undefined;  // name -> first file spelling it
   std::size_t files = 0;
   for (const char* place : {"charts", "crds", "manifests", "docs", "scripts", "examples", "bench",
