@@ -220,6 +220,19 @@ class OperatorAgainstApiServer : public ::testing::Test {
                 {"Worker", {{"replicas", workers}, {"template", PodTemplate()}}}}}}}};
   }
 
+  // Two replicas of one 8-GPU pod each, marked by the gate.
+  nlohmann::json GatedJobSet(const std::string& name) const {
+    return {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+            {"kind", "JobSet"},
+            {"metadata", {{"name", name}, {"annotations", {{"ncclguard.io/gate", "pending"}}}}},
+            {"spec",
+             {{"suspend", true},
+              {"replicatedJobs",
+               {{{"name", "workers"},
+                 {"replicas", 2},
+                 {"template", {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}};
+  }
+
   nlohmann::json Get(const std::string& path) {
     const KubeResponse r = client_->Get(path);
     EXPECT_EQ(r.status, 200) << path << r.body;
@@ -350,20 +363,7 @@ TEST_F(OperatorAgainstApiServer, MpiJobAndJobSetAreReleasedThroughTheirSuspendFi
                                {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}})
           .status,
       201);
-  ASSERT_EQ(client_
-                ->Post(jobsets,
-                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
-                        {"kind", "JobSet"},
-                        {"metadata", {{"name", "js"}, {"annotations", pending}}},
-                        {"spec",
-                         {{"suspend", true},
-                          {"replicatedJobs",
-                           {{{"name", "workers"},
-                             {"replicas", 2},
-                             {"template",
-                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
-                .status,
-            201);
+  ASSERT_EQ(client_->Post(jobsets, GatedJobSet("js")).status, 201);
   AddNode("a", "Pass");
   AddNode("b", "Pass");
   const JobKey mpi{WorkloadKind::MpiJob, namespace_, "bert"};
@@ -389,21 +389,7 @@ TEST_F(OperatorAgainstApiServer, MpiJobAndJobSetAreReleasedThroughTheirSuspendFi
 TEST_F(OperatorAgainstApiServer, JobSetDiagnosisConditionPassesTheUpstreamSchema) {
   const std::string jobsets =
       "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
-  ASSERT_EQ(client_
-                ->Post(jobsets,
-                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
-                        {"kind", "JobSet"},
-                        {"metadata",
-                         {{"name", "held"}, {"annotations", {{"ncclguard.io/gate", "pending"}}}}},
-                        {"spec",
-                         {{"suspend", true},
-                          {"replicatedJobs",
-                           {{{"name", "workers"},
-                             {"replicas", 2},
-                             {"template",
-                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
-                .status,
-            201);
+  ASSERT_EQ(client_->Post(jobsets, GatedJobSet("held")).status, 201);
   AddNode("a", "Pass");
   AddNode("b", "Fail");
   Settle({WorkloadKind::JobSet, namespace_, "held"});  // every status write must be accepted
