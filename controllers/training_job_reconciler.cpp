@@ -48,12 +48,12 @@ class JobReconcile {
         policy_(view.Policy()),
         now_(now),
         job_events_(view.EventsAbout(key.namespace_, info_.kind_name, key.name)) {
-    ref_ = ObjectRef{StringField(job, "apiVersion", info_.api_version),
-                     std::string(info_.kind_name),
-                     key.namespace_,
-                     key.name,
-                     Meta(job, "uid"),
-                     std::string(info_.resource)};
+    ref_ = ObjectRef{.api_version = StringField(job, "apiVersion", info_.api_version),
+                     .kind = std::string(info_.kind_name),
+                     .namespace_ = key.namespace_,
+                     .name = key.name,
+                     .uid = Meta(job, "uid"),
+                     .resource = std::string(info_.resource)};
   }
 
   ReconcileResult Run() {
@@ -110,7 +110,12 @@ class JobReconcile {
     const Json desired = DesiredService(job_, key_.kind, policy_, master_addr_);
     const std::string name = desired["metadata"]["name"].get<std::string>();
     const auto existing = view_.Service(key_.namespace_, name);
-    const ObjectRef service{"v1", "Service", key_.namespace_, name, "", "services"};
+    const ObjectRef service{.api_version = "v1",
+                            .kind = "Service",
+                            .namespace_ = key_.namespace_,
+                            .name = name,
+                            .uid = "",
+                            .resource = "services"};
     switch (CompareService(existing, desired, job_)) {
       case ServiceStanding::Missing:
         service_actions_.push_back(CreateObject{service, desired});

@@ -51,9 +51,12 @@ class ApiServerView : public controllers::ClusterView {
 
   std::optional<Json> Job(const JobKey& key) const override {
     const auto& info = core::KindInfoOf(key.kind);
-    const core::ObjectRef ref{
-        std::string(info.api_version), std::string(info.kind_name), key.namespace_, key.name, "",
-        std::string(info.resource)};
+    const core::ObjectRef ref{.api_version = std::string(info.api_version),
+                              .kind = std::string(info.kind_name),
+                              .namespace_ = key.namespace_,
+                              .name = key.name,
+                              .uid = "",
+                              .resource = std::string(info.resource)};
     return GetObject(controllers::RestPath(ref));
   }
   std::vector<Json> PodsWithLabel(std::string_view ns, std::string_view key,

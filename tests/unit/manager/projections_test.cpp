@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "controllers/training_job_reconciler.h"
+#include "core/reason.h"
 #include "manager/executor.h"
 #include "manager/projections.h"
 #include "tests/unit/controllers/fake_cluster.h"
@@ -106,7 +107,10 @@ TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) 
   const std::string described = Describe(got.actions);
   for (const char* id : {"container-oom-killed", "gpu-oom", "efa-unschedulable",
                          "untolerated-taint", "insufficient-validated-nodes"}) {
-    EXPECT_NE(described.find(std::string("event ") + id), std::string::npos) << id;
+    // "event <Reason> <id>: <what was seen>..."
+    EXPECT_NE(described.find("event " + core::ReasonFromId(id) + " " + id + ": "),
+              std::string::npos)
+        << id;
   }
 }
 
@@ -155,13 +159,26 @@ TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
 }
 
 TEST(ControllerExecutor, ActionTargetsBecomeClientResources) {
-  const auto job = manager::ResourceFor(
-      {"kubeflow.org/v1", "PyTorchJob", "pytorchjobs", "team", "llama", "uid"});
+  const auto job = manager::ResourceFor({.api_version = "kubeflow.org/v1",
+                                         .kind = "PyTorchJob",
+                                         .namespace_ = "team",
+                                         .name = "llama",
+                                         .uid = "uid",
+                                         .resource = "pytorchjobs"});
   EXPECT_EQ(job.ObjectPath(), "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/llama");
-  const auto service = manager::ResourceFor({"v1", "Service", "services", "team", "llama", ""});
+  const auto service = manager::ResourceFor({.api_version = "v1",
+                                             .kind = "Service",
+                                             .namespace_ = "team",
+                                             .name = "llama",
+                                             .uid = "",
+                                             .resource = "services"});
   EXPECT_EQ(service.ObjectPath(), "/api/v1/namespaces/team/services/llama");
-  const auto policy = manager::ResourceFor(
-      {"ncclguard.io/v1alpha1", "NcclPolicy", "ncclpolicies", "", "default", ""});
+  const auto policy = manager::ResourceFor({.api_version = "ncclguard.io/v1alpha1",
+                                            .kind = "NcclPolicy",
+                                            .namespace_ = "",
+                                            .name = "default",
+                                            .uid = "",
+                                            .resource = "ncclpolicies"});
   EXPECT_EQ(policy.ObjectPath(), "/apis/ncclguard.io/v1alpha1/ncclpolicies/default");
 }
 
