@@ -73,12 +73,20 @@ ResourceRef PyTorchJobs() { return {"kubeflow.org", "v1", "pytorchjobs", true, "
 ResourceRef MPIJobs() { return {"kubeflow.org", "v2beta1", "mpijobs", true, "", ""}; }
 ResourceRef JobSets() { return {"jobset.x-k8s.io", "v1alpha2", "jobsets", true, "", ""}; }
 ResourceRef NodeValidations() {
-  return {std::string(core::kApiGroup), std::string(core::kApiGroupVersion), "nodevalidations",
-          false, "", ""};
+  return {std::string(core::kApiGroup),
+          std::string(core::kApiGroupVersion),
+          "nodevalidations",
+          false,
+          "",
+          ""};
 }
 ResourceRef NcclPolicies() {
-  return {std::string(core::kApiGroup), std::string(core::kApiGroupVersion), "ncclpolicies", false,
-          "", ""};
+  return {std::string(core::kApiGroup),
+          std::string(core::kApiGroupVersion),
+          "ncclpolicies",
+          false,
+          "",
+          ""};
 }
 ResourceRef CustomResourceDefinitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false, "", ""};
