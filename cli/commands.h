@@ -13,7 +13,8 @@ class App;
 
 namespace ncclguard::cli {
 
-// Exit codes of lint and fix (RULES.md): no deny finding, a deny finding, input or usage error.
+// Exit codes of lint and fix (docs/contract.md): no deny finding, a deny finding, input or usage
+// error.
 inline constexpr int kExitClean = 0;
 inline constexpr int kExitDenied = 1;
 inline constexpr int kExitInputError = 2;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/probe_setup.h"
+#include "core/contract.h"
 #include "probes/check.h"
 #include "probes/context.h"
 #include "probes/instance_type.h"
@@ -49,7 +50,7 @@ CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
   probe->add_option("--interval", options.interval, "with --publish: time between runs (5m)");
   probe->add_option("--request-poll", options.request_poll,
                     "with --publish: how often to look for the " +
-                        std::string(probes::kProbeRequestedAnnotation) + " annotation (5s)");
+                        std::string(core::kProbeRequestedAnnotation) + " annotation (5s)");
   probe->add_option("--kubeconfig", options.kubeconfig,
                     "with --publish: kubeconfig file (default: $KUBECONFIG, in-cluster, "
                     "~/.kube/config)");

@@ -1,5 +1,7 @@
 #include "controllers/actions.h"
 
+#include "core/contract.h"
+
 namespace ncclguard::controllers {
 
 std::string RestPath(const ObjectRef& target, bool collection, bool status) {
@@ -21,18 +23,20 @@ Json EventObject(const RecordEvent& event, std::string_view reporting_instance,
   Json regarding{{"apiVersion", r.api_version}, {"kind", r.kind}, {"name", r.name}};
   if (!r.namespace_.empty()) regarding["namespace"] = r.namespace_;
   if (!r.uid.empty()) regarding["uid"] = r.uid;
-  return Json{
+  Json object{
       {"apiVersion", "events.k8s.io/v1"},
       {"kind", "Event"},
       {"metadata", {{"generateName", r.name.substr(0, 200) + "-"}, {"namespace", r.namespace_}}},
       {"eventTime", now_rfc3339_micro},
-      {"reportingController", kReportingController},
+      {"reportingController", core::kReportingController},
       {"reportingInstance", reporting_instance},
       {"action", event.action},
       {"reason", event.reason},
       {"note", event.note},
       {"type", event.type},
       {"regarding", regarding}};
+  if (!event.annotations.empty()) object["metadata"]["annotations"] = Json(event.annotations);
+  return object;
 }
 
 }  // namespace ncclguard::controllers

@@ -1,26 +1,21 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "core/json.h"
+#include "core/object_ref.h"
 
 namespace ncclguard::controllers {
 
 using core::Json;
 
-// The object an action targets. `resource` is the REST plural ("pytorchjobs", "services").
-struct ObjectRef {
-  std::string api_version;
-  std::string kind;
-  std::string resource;
-  std::string namespace_;
-  std::string name;
-  std::string uid;
-};
+// The object an action targets; its `resource` (the REST plural) must be set.
+using core::ObjectRef;
 
 // POST `object` to its collection. AlreadyExists means another writer won; requeue.
 struct CreateObject {
@@ -41,9 +36,11 @@ struct MergePatch {
 struct RecordEvent {
   ObjectRef regarding;
   std::string type;    // Normal | Warning
-  std::string reason;  // a diagnosis id, or a CamelCase controller reason
+  std::string reason;  // UpperCamelCase (core/reason.h)
   std::string action;  // what the controller did or saw: Gate, Release, Diagnose, Rendezvous
   std::string note;
+  // metadata.annotations of the Event: a diagnosis' id under core::kDiagnosisAnnotation.
+  std::map<std::string, std::string, std::less<>> annotations;
 };
 
 using Action = std::variant<CreateObject, MergePatch, RecordEvent>;
@@ -54,8 +51,6 @@ struct ReconcileResult {
   std::vector<Action> actions;
   std::optional<std::chrono::seconds> requeue_after;
 };
-
-inline constexpr std::string_view kReportingController = "ncclguard.io/controller";
 
 // The REST path of the target ("/apis/kubeflow.org/v1/namespaces/ns/pytorchjobs/name"), or of its
 // collection when `collection` is true; `/status` appended for a status patch.

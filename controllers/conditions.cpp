@@ -1,8 +1,7 @@
 #include "controllers/conditions.h"
 
-#include <cctype>
-
 #include "controllers/json_fields.h"
+#include "core/reason.h"
 
 namespace ncclguard::controllers {
 namespace {
@@ -39,27 +38,12 @@ std::optional<Condition> FindCondition(const Json& job, std::string_view type) {
   return std::nullopt;
 }
 
-std::string ReasonFor(ConditionStyle style, std::string_view reason) {
-  if (style != ConditionStyle::Meta) return std::string(reason);
-  std::string out;
-  bool upper = true;
-  for (char c : reason) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0) {
-      upper = true;
-      continue;
-    }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
-    upper = false;
-  }
-  if (out.empty() || std::isalpha(static_cast<unsigned char>(out.front())) == 0) {
-    out.insert(0, "Reason");
-  }
-  return out;
-}
-
-std::optional<Json> WithCondition(const Json& job, const Condition& wanted, ConditionStyle style,
-                                  Timestamp now) {
-  const std::string reason = ReasonFor(style, wanted.reason);
+std::optional<Json> WithCondition(const Json& job, const Condition& wanted,
+                                  core::ConditionStyle style, Timestamp now) {
+  // The callers' reasons are UpperCamelCase already; one that is not would fail the whole status
+  // write on a metav1.Condition schema.
+  const std::string reason =
+      core::IsValidReason(wanted.reason) ? wanted.reason : core::ReasonFromId(wanted.reason);
   const std::string message = Bounded(wanted.message);
   const Json* existing_list = ConditionList(job);
   Json list = existing_list != nullptr ? *existing_list : Json::array();
@@ -84,13 +68,14 @@ std::optional<Json> WithCondition(const Json& job, const Condition& wanted, Cond
   }
   Json entry{{"type", wanted.type}, {"status", wanted.status}};
   switch (style) {
-    case ConditionStyle::Kubeflow:
+    case core::ConditionStyle::Kubeflow:
       entry["lastUpdateTime"] = now_text;
       break;
-    case ConditionStyle::Batch:
+    case core::ConditionStyle::Batch:
       entry["lastProbeTime"] = now_text;
       break;
-    case ConditionStyle::Meta:
+    case core::ConditionStyle::Meta:
+    case core::ConditionStyle::None:
       break;
   }
   entry["lastTransitionTime"] = transition;

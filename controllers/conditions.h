@@ -10,9 +10,6 @@
 
 namespace ncclguard::controllers {
 
-inline constexpr std::string_view kPreflightCondition = "NcclPreflight";
-inline constexpr std::string_view kDiagnosisCondition = "NcclDiagnosis";
-
 struct Condition {
   std::string type;
   std::string status;  // True | False | Unknown
@@ -24,14 +21,11 @@ struct Condition {
 // The condition of `type` in the job's status.conditions, if present and readable.
 std::optional<Condition> FindCondition(const Json& job, std::string_view type);
 
-// A reason in the form the kind's schema accepts: metav1.Condition (JobSet) allows no '-', so
-// "container-oom-killed" becomes "ContainerOomKilled" there; other kinds keep it as is.
-std::string ReasonFor(ConditionStyle style, std::string_view reason);
-
-// The job's status.conditions with `wanted` set, or nullopt when the list already says the same
-// (type, status, reason and message). lastTransitionTime moves to `now` only when the status
-// changes; other conditions (the kind's operator's) are kept as they are, in order.
-std::optional<Json> WithCondition(const Json& job, const Condition& wanted, ConditionStyle style,
-                                  Timestamp now);
+// The job's status.conditions with `wanted` set (its reason UpperCamelCase, core/reason.h: every
+// kind gets the same reason, and metav1.Condition accepts nothing else), or nullopt when the list
+// already says the same (type, status, reason and message). lastTransitionTime moves to `now` only
+// when the status changes; other conditions (the kind's operator's) are kept as they are, in order.
+std::optional<Json> WithCondition(const Json& job, const Condition& wanted,
+                                  core::ConditionStyle style, Timestamp now);
 
 }  // namespace ncclguard::controllers

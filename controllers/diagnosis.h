@@ -26,7 +26,7 @@ struct DiagnosisContext {
 };
 
 struct DiagnosisInfo {
-  std::string_view id;    // RULES.md "Runtime diagnoses"
+  std::string_view id;    // kebab-case (docs/contract.md); listed in docs/rules.md
   std::string_view slug;  // guide section
   // Lower runs first; the highest-ranked diagnosis found names the NcclDiagnosis condition.
   int rank;

@@ -35,7 +35,7 @@ std::optional<core::Json> PolicyStatusPatch(const core::Json& object,
   const std::int64_t generation = object.is_object() && object.contains("metadata")
                                       ? IntField(object["metadata"], "generation")
                                       : 0;
-  auto conditions = WithCondition(object, accepted, ConditionStyle::Meta, now);
+  auto conditions = WithCondition(object, accepted, core::ConditionStyle::Meta, now);
   const bool generation_current =
       object.is_object() && object.contains("status") &&
       IntField(object["status"], "observedGeneration", -1) == generation;

@@ -1,6 +1,7 @@
 #include "controllers/policy_reconciler.h"
 
 #include "controllers/policy_object.h"
+#include "core/contract.h"
 
 namespace ncclguard::controllers {
 
@@ -17,7 +18,12 @@ ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<co
   const std::optional<std::string> error = PolicyHolder().Update(*object);
   std::optional<core::Json> patch = PolicyStatusPatch(*object, error, now);
   if (!patch) return result;
-  ObjectRef target{"ncclguard.io/v1alpha1", "NcclPolicy", "ncclpolicies", "", key.name, ""};
+  ObjectRef target{.api_version = std::string(core::kApiVersion),
+                   .kind = "NcclPolicy",
+                   .namespace_ = "",
+                   .name = key.name,
+                   .uid = "",
+                   .resource = "ncclpolicies"};
   if (object->contains("metadata")) target.uid = (*object)["metadata"].value("uid", "");
   result.actions.push_back(MergePatch{std::move(target), true, std::move(*patch)});
   return result;

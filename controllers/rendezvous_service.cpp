@@ -2,6 +2,7 @@
 
 #include "controllers/json_fields.h"
 #include "controllers/labels.h"
+#include "core/contract.h"
 #include "core/rendezvous.h"
 
 namespace ncclguard::controllers {
@@ -41,9 +42,9 @@ bool SamePorts(const Json& existing, const Json& desired) {
 
 }  // namespace
 
-Json DesiredService(const Json& job, JobKind kind, const core::Policy& policy,
+Json DesiredService(const Json& job, core::WorkloadKind kind, const core::Policy& policy,
                     const std::optional<std::string>& master_addr) {
-  const KindInfo& info = Info(kind);
+  const core::KindInfo& info = core::KindInfoOf(kind);
   const std::string job_name = Meta(job, "name");
   Json metadata{
       {"name", core::RendezvousServiceName(job)},
@@ -52,7 +53,8 @@ Json DesiredService(const Json& job, JobKind kind, const core::Policy& policy,
        {{std::string(kManagedByLabel), kManagedByValue},
         {std::string(info.pod_job_label), job_name}}},
   };
-  if (master_addr) metadata["annotations"] = {{std::string(kMasterAddrAnnotation), *master_addr}};
+  if (master_addr)
+    metadata["annotations"] = {{std::string(core::kMasterAddrAnnotation), *master_addr}};
   metadata["ownerReferences"] = Json::array({Json{{"apiVersion", StringField(job, "apiVersion")},
                                                   {"kind", info.kind_name},
                                                   {"name", job_name},
@@ -88,8 +90,8 @@ ServiceStanding CompareService(const std::optional<Json>& existing, const Json& 
       !SamePorts(SpecField(*existing, "ports"), spec["ports"])) {
     return ServiceStanding::Drifted;
   }
-  const auto want_addr = Annotation(desired, kMasterAddrAnnotation);
-  if (want_addr && Annotation(*existing, kMasterAddrAnnotation) != want_addr) {
+  const auto want_addr = Annotation(desired, core::kMasterAddrAnnotation);
+  if (want_addr && Annotation(*existing, core::kMasterAddrAnnotation) != want_addr) {
     return ServiceStanding::Drifted;
   }
   return ServiceStanding::Serving;

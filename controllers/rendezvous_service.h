@@ -15,7 +15,7 @@ using core::Json;
 // published (ranks resolve each other before any is Ready), selector on the job's pods, the
 // policy's rendezvous port, and the job as its controller owner (deleted with the job).
 // `master_addr` (when known) is exposed as the annotation ncclguard.io/master-addr.
-Json DesiredService(const Json& job, JobKind kind, const core::Policy& policy,
+Json DesiredService(const Json& job, core::WorkloadKind kind, const core::Policy& policy,
                     const std::optional<std::string>& master_addr);
 
 enum class ServiceStanding {

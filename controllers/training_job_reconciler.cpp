@@ -11,8 +11,10 @@
 #include "controllers/labels.h"
 #include "controllers/rendezvous_service.h"
 #include "core/catalog.h"
+#include "core/contract.h"
 #include "core/errors.h"
 #include "core/guide.h"
+#include "core/reason.h"
 #include "core/rendezvous.h"
 
 namespace ncclguard::controllers {
@@ -39,24 +41,24 @@ class JobReconcile {
  public:
   JobReconcile(const JobKey& key, const Json& job, const ClusterView& view, Timestamp now)
       : key_(key),
-        info_(Info(key.kind)),
+        info_(core::KindInfoOf(key.kind)),
         job_(job),
         working_(job),
         view_(view),
         policy_(view.Policy()),
         now_(now),
         job_events_(view.EventsAbout(key.namespace_, info_.kind_name, key.name)) {
-    ref_ = ObjectRef{StringField(job, "apiVersion", info_.api_version),
-                     std::string(info_.kind_name),
-                     std::string(info_.resource),
-                     key.namespace_,
-                     key.name,
-                     Meta(job, "uid")};
+    ref_ = ObjectRef{.api_version = StringField(job, "apiVersion", info_.api_version),
+                     .kind = std::string(info_.kind_name),
+                     .namespace_ = key.namespace_,
+                     .name = key.name,
+                     .uid = Meta(job, "uid"),
+                     .resource = std::string(info_.resource)};
   }
 
   ReconcileResult Run() {
-    const auto gate = Annotation(job_, kGateAnnotation);
-    const bool pending = gate == std::string(kGatePending);
+    const auto gate = Annotation(job_, core::kGateAnnotation);
+    const bool pending = gate == std::string(core::kGatePending);
     const bool managed = Managed();
     if (!managed && !pending) return {};
 
@@ -65,12 +67,12 @@ class JobReconcile {
     std::optional<GateVerdict> held;
     if (pending) {
       held = Gate(managed);
-    } else if (gate == std::string(kGateAdmitted)) {
+    } else if (gate == std::string(core::kGateAdmitted)) {
       RepairAdmittedCondition();
     }
     if (spec_error_) {
       if (!pending) {
-        SetCondition({std::string(kPreflightCondition), "Unknown", "SpecUnreadable",
+        SetCondition({std::string(core::kPreflightCondition), "Unknown", "SpecUnreadable",
                       SpecErrorMessage(), std::nullopt});
       }
       Event("Warning", "SpecUnreadable", "Validate",
@@ -83,8 +85,9 @@ class JobReconcile {
  private:
   bool Managed() const {
     const auto ns = view_.Namespace(key_.namespace_);
-    if (!ns || Label(*ns, kNamespaceEnabledLabel) != std::string("true")) return false;
-    return key_.kind != JobKind::BatchJob || Label(job_, kManagedLabel) == std::string("true");
+    if (!ns || Label(*ns, core::kEnabledNamespaceLabel) != std::string("true")) return false;
+    return key_.kind != core::WorkloadKind::BatchJob ||
+           Label(job_, core::kManagedJobLabel) == std::string("true");
   }
 
   void ReadSpec() {
@@ -107,7 +110,12 @@ class JobReconcile {
     const Json desired = DesiredService(job_, key_.kind, policy_, master_addr_);
     const std::string name = desired["metadata"]["name"].get<std::string>();
     const auto existing = view_.Service(key_.namespace_, name);
-    const ObjectRef service{"v1", "Service", "services", key_.namespace_, name, ""};
+    const ObjectRef service{.api_version = "v1",
+                            .kind = "Service",
+                            .namespace_ = key_.namespace_,
+                            .name = name,
+                            .uid = "",
+                            .resource = "services"};
     switch (CompareService(existing, desired, job_)) {
       case ServiceStanding::Missing:
         service_actions_.push_back(CreateObject{service, desired});
@@ -144,23 +152,23 @@ class JobReconcile {
       verdict = EvaluateGate(demands_, view_, policy_);
     }
     if (!verdict.release) {
-      SetCondition({std::string(kPreflightCondition), "False", verdict.reason, verdict.message,
-                    std::nullopt});
+      SetCondition({std::string(core::kPreflightCondition), "False", verdict.reason,
+                    verdict.message, std::nullopt});
       result_.requeue_after = GateBackoff();
       return verdict;
     }
     Json patch = Json::object();
-    patch["metadata"]["annotations"][std::string(kGateAnnotation)] = kGateAdmitted;
+    patch["metadata"]["annotations"][std::string(core::kGateAnnotation)] = core::kGateAdmitted;
     patch[JsonPointer(std::string(info_.suspend_field))] = false;
     release_ = MergePatch{ref_, false, std::move(patch)};
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
     // A job that was visibly held gets an Event for its release; one released at its first look
     // has only the condition (an Event per job would cost every admission a write and say
     // nothing the condition does not).
-    const auto preflight = FindCondition(job_, kPreflightCondition);
+    const auto preflight = FindCondition(job_, core::kPreflightCondition);
     const bool was_held = preflight && preflight->status == "False";
-    SetCondition(
-        {std::string(kPreflightCondition), status, verdict.reason, verdict.message, std::nullopt});
+    SetCondition({std::string(core::kPreflightCondition), status, verdict.reason, verdict.message,
+                  std::nullopt});
     if (was_held) {
       Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
     }
@@ -170,7 +178,7 @@ class JobReconcile {
   // Requeue a held job after as long as it has been held (so the checks back off
   // exponentially), within [10 s, 5 min]. Node and NodeValidation changes requeue it sooner.
   std::chrono::seconds GateBackoff() const {
-    const auto preflight = FindCondition(job_, kPreflightCondition);
+    const auto preflight = FindCondition(job_, core::kPreflightCondition);
     if (!preflight || preflight->status != "False" || !preflight->last_transition_time) {
       return kMinGateRequeue;
     }
@@ -182,9 +190,9 @@ class JobReconcile {
 
   // The release patch landed but the condition did not (or was written before): say so now.
   void RepairAdmittedCondition() {
-    const auto preflight = FindCondition(job_, kPreflightCondition);
+    const auto preflight = FindCondition(job_, core::kPreflightCondition);
     if (preflight && preflight->status == "False") {
-      SetCondition({std::string(kPreflightCondition), "True", "Admitted",
+      SetCondition({std::string(core::kPreflightCondition), "True", "Admitted",
                     "released by the ncclguard gate", std::nullopt});
     }
   }
@@ -212,11 +220,12 @@ class JobReconcile {
       const DiagnosisInfo& d = f.diagnosis->Info();
       std::string note;
       for (const std::string& line : f.lines) note += (note.empty() ? "" : "; ") + line;
-      Event("Warning", std::string(d.id), "Diagnose",
-            note + ". " + std::string(d.remedy) + " \u2014 see " + Link(policy_, d.slug));
+      Event("Warning", core::ReasonFromId(d.id), "Diagnose",
+            std::string(d.id) + ": " + note + ". " + std::string(d.remedy) + " \u2014 see " +
+                Link(policy_, d.slug),
+            std::string(d.id));
     }
 
-    const ConditionStyle style = info_.condition_style;
     if (!findings.empty()) {
       const DiagnosisInfo& top = findings.front().diagnosis->Info();
       std::string message = std::string(top.id) + ": " + findings.front().lines.front();
@@ -229,16 +238,19 @@ class JobReconcile {
         message += ")";
       }
       message += " \u2014 see " + Link(policy_, top.slug);
-      SetCondition(
-          {std::string(kDiagnosisCondition), "True", std::string(top.id), message, std::nullopt});
+      SetCondition({std::string(core::kDiagnosisCondition), "True", core::ReasonFromId(top.id),
+                    message, std::nullopt});
       return;
     }
     // Diagnoses stay when their evidence goes (failed pods are often deleted), except the gate's,
     // which is over once the job is released.
-    const auto current = FindCondition(working_, kDiagnosisCondition);
+    // The kebab-case reason is how versions before UpperCamelCase reasons wrote it.
+    const auto current = FindCondition(working_, core::kDiagnosisCondition);
     if (current && current->status == "True" &&
-        current->reason == ReasonFor(style, kInsufficientNodes) && held == nullptr) {
-      SetCondition({std::string(kDiagnosisCondition), "False", "Resolved",
+        (current->reason == core::ReasonFromId(kInsufficientNodes) ||
+         current->reason == kInsufficientNodes) &&
+        held == nullptr) {
+      SetCondition({std::string(core::kDiagnosisCondition), "False", "Resolved",
                     "enough validated nodes; the ncclguard gate released the job", std::nullopt});
     }
   }
@@ -252,7 +264,10 @@ class JobReconcile {
 
   // Events are de-duplicated against those already recorded about the job: the same reason and
   // note is said once (until the API server expires it).
-  void Event(std::string type, std::string reason, std::string action, std::string note) {
+  // `diagnosis`: the id of the diagnosis the Event reports, kept in its ncclguard.io/diagnosis
+  // annotation (the reason is the id in UpperCamelCase).
+  void Event(std::string type, std::string reason, std::string action, std::string note,
+             std::string diagnosis = "") {
     note = BoundedNote(std::move(note));
     const auto said = [&](const Json& e) {
       return StringField(e, "reason") == reason && NoteOf(e) == note;
@@ -261,8 +276,10 @@ class JobReconcile {
     for (const RecordEvent& e : events_) {
       if (e.reason == reason && e.note == note) return;
     }
-    events_.push_back(
-        RecordEvent{ref_, std::move(type), std::move(reason), std::move(action), std::move(note)});
+    RecordEvent event{ref_, std::move(type), std::move(reason), std::move(action), std::move(note),
+                      {}};
+    if (!diagnosis.empty()) event.annotations.emplace(core::kDiagnosisAnnotation, diagnosis);
+    events_.push_back(std::move(event));
   }
 
   ReconcileResult Finish() {
@@ -281,7 +298,7 @@ class JobReconcile {
   }
 
   const JobKey& key_;
-  const KindInfo& info_;
+  const core::KindInfo& info_;
   const Json& job_;
   Json working_;  // the job with the conditions this reconcile sets
   const ClusterView& view_;
@@ -311,33 +328,33 @@ ReconcileResult ReconcileTrainingJob(const JobKey& key, const ClusterView& view,
 }
 
 bool GatePending(const core::Json& job) {
-  return Annotation(job, kGateAnnotation) == std::string(kGatePending);
+  return Annotation(job, core::kGateAnnotation) == std::string(core::kGatePending);
 }
 
 std::vector<JobKey> JobKeysForPod(const core::Json& pod) {
   std::vector<JobKey> keys;
   const std::string ns = Meta(pod, "namespace");
   if (ns.empty()) return keys;
-  if (auto name = Label(pod, Info(JobKind::JobSet).pod_job_label)) {
-    keys.push_back({JobKind::JobSet, ns, *name});
+  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::JobSet).pod_job_label)) {
+    keys.push_back({core::WorkloadKind::JobSet, ns, *name});
   }
-  if (auto name = Label(pod, Info(JobKind::PyTorchJob).pod_job_label)) {
+  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::PyTorchJob).pod_job_label)) {
     // Both Kubeflow kinds use the label; the controller owner says which one made the pod (an
     // MPIJob's launcher is owned by its batch Job, so MPIJob is the fallback).
-    JobKind kind = JobKind::MpiJob;
+    core::WorkloadKind kind = core::WorkloadKind::MpiJob;
     const auto metadata = pod.find("metadata");
     if (metadata != pod.end() && metadata->is_object()) {
       const auto owners = metadata->find("ownerReferences");
       if (owners != metadata->end() && owners->is_array()) {
         for (const Json& owner : *owners) {
-          if (StringField(owner, "kind") == "PyTorchJob") kind = JobKind::PyTorchJob;
+          if (StringField(owner, "kind") == "PyTorchJob") kind = core::WorkloadKind::PyTorchJob;
         }
       }
     }
     keys.push_back({kind, ns, *name});
   }
-  if (auto name = Label(pod, Info(JobKind::BatchJob).pod_job_label)) {
-    keys.push_back({JobKind::BatchJob, ns, *name});
+  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::BatchJob).pod_job_label)) {
+    keys.push_back({core::WorkloadKind::BatchJob, ns, *name});
   }
   return keys;
 }

@@ -40,6 +40,7 @@ ObjectRef ObjectRef::From(const Json& object) {
   ref.namespace_ = StringAt(object, "metadata", "namespace");
   ref.name = StringAt(object, "metadata", "name");
   if (ref.name.empty()) ref.name = StringAt(object, "metadata", "generateName");
+  ref.uid = StringAt(object, "metadata", "uid");
   return ref;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/object_ref.h"
 
 namespace ncclguard::core {
 
@@ -14,17 +15,6 @@ enum class Level { Fix, Deny, Warn };
 
 std::string_view LevelName(Level level);
 std::optional<Level> ParseLevel(std::string_view name);
-
-struct ObjectRef {
-  std::string api_version;
-  std::string kind;
-  std::string namespace_;
-  std::string name;
-
-  // "PyTorchJob ml/llama" style, for messages and logs.
-  std::string Describe() const;
-  static ObjectRef From(const Json& object);
-};
 
 struct Finding {
   std::string rule;

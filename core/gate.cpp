@@ -24,28 +24,16 @@ Json AddOp(const std::string& path, Json value) {
 }  // namespace
 
 bool IsManagedJob(const Json& object, WorkloadKind kind) {
-  switch (kind) {
-    case WorkloadKind::PyTorchJob:
-    case WorkloadKind::MpiJob:
-    case WorkloadKind::JobSet:
-      return true;
-    case WorkloadKind::BatchJob: {
-      const Json* labels = ObjectAt(object, JsonPointer("/metadata/labels"));
-      if (labels == nullptr) return false;
-      auto it = labels->find(std::string(kManagedJobLabel));
-      return it != labels->end() && it->is_string() && it->get<std::string>() == "true";
-    }
-    case WorkloadKind::Pod:
-      return false;
-  }
-  return false;
+  if (!KindInfoOf(kind).job) return false;
+  if (kind != WorkloadKind::BatchJob) return true;
+  const Json* labels = ObjectAt(object, JsonPointer("/metadata/labels"));
+  if (labels == nullptr) return false;
+  auto it = labels->find(std::string(kManagedJobLabel));
+  return it != labels->end() && it->is_string() && it->get<std::string>() == "true";
 }
 
 JsonPointer SuspendPointer(WorkloadKind kind) {
-  if (kind == WorkloadKind::PyTorchJob || kind == WorkloadKind::MpiJob) {
-    return JsonPointer("/spec/runPolicy/suspend");
-  }
-  return JsonPointer("/spec/suspend");
+  return JsonPointer(std::string(KindInfoOf(kind).suspend_field));
 }
 
 Json GateMarkPatch(const Json& job, WorkloadKind kind) {

@@ -12,7 +12,7 @@ struct GuideSection {
   std::string_view title;
 };
 
-// The sections of docs/guide.md, in order (RULES.md is the contract).
+// The sections of docs/guide.md, in order (docs/contract.md: slugs are a public contract).
 std::span<const GuideSection> GuideSections();
 
 bool IsGuideSlug(std::string_view slug);

@@ -31,8 +31,8 @@ struct GatePolicy {
   bool count_unvalidated_nodes = false;
 };
 
-// What ncclguard enforces. Built-in defaults match RULES.md; a YAML file (an NcclPolicy object or
-// its bare spec) overrides them.
+// What ncclguard enforces. Built-in defaults match docs/rules.md; a YAML file (an NcclPolicy object
+// or its bare spec) overrides them.
 struct Policy {
   std::string guide_base_url;
   std::string socket_ifname;

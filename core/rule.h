@@ -19,7 +19,7 @@ enum class RuleScope { Pod, Job };
 
 struct RuleInfo {
   std::string_view id;
-  std::string_view slug;  // guide section (RULES.md)
+  std::string_view slug;  // guide section (docs/rules.md)
   Level action;           // fix, deny or warn
   RuleScope scope;
   std::string_view summary;  // the condition, one sentence

@@ -7,38 +7,7 @@
 
 namespace ncclguard::core {
 
-std::string_view WorkloadKindName(WorkloadKind kind) {
-  switch (kind) {
-    case WorkloadKind::Pod:
-      return "Pod";
-    case WorkloadKind::BatchJob:
-      return "Job";
-    case WorkloadKind::PyTorchJob:
-      return "PyTorchJob";
-    case WorkloadKind::MpiJob:
-      return "MPIJob";
-    case WorkloadKind::JobSet:
-      return "JobSet";
-  }
-  return "";
-}
-
 namespace {
-
-std::string_view Group(std::string_view api_version) {
-  auto slash = api_version.find('/');
-  return slash == std::string_view::npos ? std::string_view{} : api_version.substr(0, slash);
-}
-
-std::optional<WorkloadKind> KindOf(std::string_view api_version, std::string_view kind) {
-  const auto group = Group(api_version);
-  if (kind == "Pod" && api_version == "v1") return WorkloadKind::Pod;
-  if (kind == "Job" && group == "batch") return WorkloadKind::BatchJob;
-  if (kind == "PyTorchJob" && group == "kubeflow.org") return WorkloadKind::PyTorchJob;
-  if (kind == "MPIJob" && group == "kubeflow.org") return WorkloadKind::MpiJob;
-  if (kind == "JobSet" && group == "jobset.x-k8s.io") return WorkloadKind::JobSet;
-  return std::nullopt;
-}
 
 // A PodTemplateSpec at `at` contributes a template only if it is present.
 void AddTemplate(const Json& object, const JsonPointer& template_spec, std::string role,
@@ -64,9 +33,11 @@ void AddReplicaSpecs(const Json& object, const JsonPointer& specs_at, std::int64
   }
 }
 
-// nprocPerNode is an integer, a string integer, or "auto"/"gpu"/"cpu" (decided at run time).
-std::int64_t NprocPerNode(const Json& object) {
-  const JsonPointer at("/spec/nprocPerNode");
+// Declared processes per pod: nprocPerNode is an integer, a string integer, or
+// "auto"/"gpu"/"cpu" (decided at run time); slotsPerWorker an integer. 0 = unset or unknown.
+std::int64_t RanksPerPod(const Json& object, std::string_view pointer) {
+  if (pointer.empty()) return 0;
+  const JsonPointer at{std::string(pointer)};
   if (!object.contains(at)) return 0;
   const Json& value = object.at(at);
   if (value.is_number_integer()) return value.get<std::int64_t>();
@@ -93,42 +64,36 @@ std::optional<Workload> ParseWorkload(const Json& object) {
       !kind_field->is_string()) {
     return std::nullopt;
   }
-  auto kind =
+  const auto kind =
       KindOf(api_version->get_ref<const std::string&>(), kind_field->get_ref<const std::string&>());
   if (!kind) return std::nullopt;
 
+  const KindInfo& info = KindInfoOf(*kind);
+  const JsonPointer templates{std::string(info.templates)};
   Workload workload{*kind, {}};
-  switch (*kind) {
-    case WorkloadKind::Pod:
-      if (OptionalObject(object, JsonPointer("/spec")) != nullptr) {
-        workload.templates.push_back({"", JsonPointer("/spec"), 1, 0});
+  switch (info.layout) {
+    case TemplateLayout::PodSpec:
+      if (OptionalObject(object, templates) != nullptr) {
+        workload.templates.push_back({"", templates, 1, 0});
       }
       break;
-    case WorkloadKind::BatchJob: {
+    case TemplateLayout::JobTemplate: {
       std::int64_t pods = OptionalInteger(object, JsonPointer("/spec/parallelism")).value_or(1);
       const auto mode = OptionalString(object, JsonPointer("/spec/completionMode"));
       const auto completions = OptionalInteger(object, JsonPointer("/spec/completions"));
       // An Indexed Job's ranks are its completion indexes; all must run for a rendezvous.
       if (mode && *mode == "Indexed" && completions) pods = *completions;
-      AddTemplate(object, JsonPointer("/spec/template"), "", pods, 0, workload);
+      AddTemplate(object, templates, "", pods, 0, workload);
       break;
     }
-    case WorkloadKind::PyTorchJob:
-      AddReplicaSpecs(object, JsonPointer("/spec/pytorchReplicaSpecs"), NprocPerNode(object),
-                      workload);
+    case TemplateLayout::ReplicaSpecs:
+      AddReplicaSpecs(object, templates, RanksPerPod(object, info.ranks_per_pod), workload);
       break;
-    case WorkloadKind::MpiJob: {
-      const std::int64_t slots =
-          OptionalInteger(object, JsonPointer("/spec/slotsPerWorker")).value_or(0);
-      AddReplicaSpecs(object, JsonPointer("/spec/mpiReplicaSpecs"), slots, workload);
-      break;
-    }
-    case WorkloadKind::JobSet: {
-      const JsonPointer list_at("/spec/replicatedJobs");
-      const Json* list = OptionalArray(object, list_at);
+    case TemplateLayout::ReplicatedJobs: {
+      const Json* list = OptionalArray(object, templates);
       if (list == nullptr) break;
       for (std::size_t i = 0; i < list->size(); ++i) {
-        const JsonPointer at = list_at / i;
+        const JsonPointer at = templates / i;
         if (!(*list)[i].is_object()) throw InputError(at.to_string() + ": expected an object");
         const std::string name = OptionalString(object, at / "name").value_or("");
         const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);

@@ -6,12 +6,9 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/kinds.h"
 
 namespace ncclguard::core {
-
-enum class WorkloadKind { Pod, BatchJob, PyTorchJob, MpiJob, JobSet };
-
-std::string_view WorkloadKindName(WorkloadKind kind);
 
 // One pod template inside a workload: where its PodSpec is and how many pods it starts.
 struct PodTemplate {
@@ -27,7 +24,8 @@ struct Workload {
   std::vector<PodTemplate> templates;
 };
 
-// Finds the pod templates of a Pod, batch/v1 Job, PyTorchJob, MPIJob or JobSet. Other kinds (and
+// Finds the pod templates of a Pod, batch/v1 Job, PyTorchJob, MPIJob or JobSet, where the kind
+// table (core/kinds.h) says they are. Other kinds (and
 // objects without apiVersion/kind) yield nullopt and pass through untouched. Throws InputError
 // when a field the model reads has the wrong type.
 std::optional<Workload> ParseWorkload(const Json& object);

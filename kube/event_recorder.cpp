@@ -112,6 +112,7 @@ std::string EventRecorder::Create(const EventSpec& spec, const std::string& key,
                       {"regarding", spec.regarding},
                       {"note", note},
                       {"type", spec.type}};
+  if (!spec.annotations.empty()) event["metadata"]["annotations"] = core::Json(spec.annotations);
   try {
     client_->Create(resources::Events().In(ns), event);
   } catch (const ApiError& error) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,9 +22,10 @@ struct EventSpec {
   // ObjectReference of the object the event is about: apiVersion, kind, namespace, name, uid.
   core::Json regarding;
   std::string type = "Normal";  // Normal or Warning
-  std::string reason;           // CamelCase, e.g. NcclPreflightPending
+  std::string reason;           // UpperCamelCase, e.g. InsufficientValidatedNodes
   std::string action;           // what the controller did, e.g. Gate
   std::string note;             // human-readable, at most 1 kB (longer is cut)
+  std::map<std::string, std::string, std::less<>> annotations;  // metadata.annotations
 };
 
 // An ObjectReference for `object` (its apiVersion, kind, namespace, name and uid).

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/contract.h"
+
 namespace ncclguard::kube {
 
 ResourceRef ResourceRef::In(std::string ns) const {
@@ -70,6 +72,22 @@ ResourceRef Jobs() { return {"batch", "v1", "jobs", true, "", ""}; }
 ResourceRef PyTorchJobs() { return {"kubeflow.org", "v1", "pytorchjobs", true, "", ""}; }
 ResourceRef MPIJobs() { return {"kubeflow.org", "v2beta1", "mpijobs", true, "", ""}; }
 ResourceRef JobSets() { return {"jobset.x-k8s.io", "v1alpha2", "jobsets", true, "", ""}; }
+ResourceRef NodeValidations() {
+  return {std::string(core::kApiGroup),
+          std::string(core::kApiGroupVersion),
+          "nodevalidations",
+          false,
+          "",
+          ""};
+}
+ResourceRef NcclPolicies() {
+  return {std::string(core::kApiGroup),
+          std::string(core::kApiGroupVersion),
+          "ncclpolicies",
+          false,
+          "",
+          ""};
+}
 ResourceRef CustomResourceDefinitions() {
   return {"apiextensions.k8s.io", "v1", "customresourcedefinitions", false, "", ""};
 }

@@ -1,5 +1,8 @@
 // Which API objects a request is about: group/version/resource (plural), and for namespaced
 // resources a namespace (empty: all namespaces, for list and watch), and a name.
+// Not an object reference (core::ObjectRef: apiVersion, kind, namespace, name, uid): this is a REST
+// location, which may name a collection or every namespace, and knows the plural and whether the
+// resource is namespaced, none of which an object's own fields say.
 #pragma once
 
 #include <string>
@@ -37,6 +40,8 @@ ResourceRef Jobs();    // batch/v1
 ResourceRef PyTorchJobs();
 ResourceRef MPIJobs();
 ResourceRef JobSets();
+ResourceRef NodeValidations();  // ncclguard.io, cluster-scoped
+ResourceRef NcclPolicies();     // ncclguard.io, cluster-scoped
 ResourceRef CustomResourceDefinitions();
 }  // namespace resources
 

@@ -25,7 +25,7 @@ kube::IndexFunction PodsByJob() {
   return [](const Json& pod) {
     std::vector<std::string> values;
     const std::string ns = MetaString(pod, "namespace");
-    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    for (const core::KindInfo& info : core::ManagedKinds()) {
       if (auto value = controllers::Label(pod, info.pod_job_label)) {
         std::string entry = ns + "/" + std::string(info.pod_job_label) + "=" + *value;
         if (std::find(values.begin(), values.end(), entry) == values.end()) {
@@ -57,14 +57,10 @@ std::unique_ptr<kube::Informer> Make(const std::shared_ptr<kube::Client>& client
 }  // namespace
 
 namespace watched {
-kube::ResourceRef NodeValidations() {
-  return {"ncclguard.io", "v1alpha1", "nodevalidations", false, "", ""};
-}
-kube::ResourceRef NcclPolicies() {
-  return {"ncclguard.io", "v1alpha1", "ncclpolicies", false, "", ""};
-}
-kube::ResourceRef ForKind(controllers::JobKind kind) {
-  const controllers::KindInfo& info = controllers::Info(kind);
+kube::ResourceRef NodeValidations() { return kube::resources::NodeValidations(); }
+kube::ResourceRef NcclPolicies() { return kube::resources::NcclPolicies(); }
+kube::ResourceRef ForKind(core::WorkloadKind kind) {
+  const core::KindInfo& info = core::KindInfoOf(kind);
   const std::string api_version(info.api_version);
   const auto slash = api_version.find('/');
   return {api_version.substr(0, slash),
@@ -77,7 +73,7 @@ kube::ResourceRef ForKind(controllers::JobKind kind) {
 }  // namespace watched
 
 Caches::Caches(std::shared_ptr<kube::Client> client) {
-  for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+  for (const core::KindInfo& info : core::ManagedKinds()) {
     jobs_[info.kind] = Make(client, watched::ForKind(info.kind), JobProjection(info.kind));
   }
   pods_ = Make(client, kube::resources::Pods(), PodProjection());

@@ -18,7 +18,7 @@ namespace ncclguard::manager {
 namespace watched {
 kube::ResourceRef NodeValidations();  // ncclguard.io/v1alpha1, cluster-scoped
 kube::ResourceRef NcclPolicies();     // ncclguard.io/v1alpha1, cluster-scoped
-kube::ResourceRef ForKind(controllers::JobKind kind);
+kube::ResourceRef ForKind(core::WorkloadKind kind);
 }  // namespace watched
 
 // One informer per watched resource, projected and indexed for the reconcilers' questions.
@@ -26,7 +26,7 @@ class Caches {
  public:
   explicit Caches(std::shared_ptr<kube::Client> client);
 
-  kube::Informer& Job(controllers::JobKind kind) const { return *jobs_.at(kind); }
+  kube::Informer& Job(core::WorkloadKind kind) const { return *jobs_.at(kind); }
   kube::Informer& pods() const { return *pods_; }
   kube::Informer& services() const { return *services_; }
   kube::Informer& nodes() const { return *nodes_; }
@@ -41,7 +41,7 @@ class Caches {
   std::size_t CachedObjects() const;
 
  private:
-  std::map<controllers::JobKind, std::unique_ptr<kube::Informer>> jobs_;
+  std::map<core::WorkloadKind, std::unique_ptr<kube::Informer>> jobs_;
   std::unique_ptr<kube::Informer> pods_, services_, nodes_, node_validations_, namespaces_, events_,
       policies_;
 };

@@ -129,8 +129,7 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
       break;
     case Outcome::kRetry:
       ++stats_.retries;
-      log::Info("reconcile failed; retrying with backoff",
-                {{"controller", spec_.name}, {"key", key}, {"error", error}});
+      log::Info("reconcile failed; retrying with backoff", {{"error", error}});
       queue.AddRateLimited(key);
       break;
     case Outcome::kStopped:

@@ -4,7 +4,7 @@
 
 namespace ncclguard::manager {
 
-kube::ResourceRef ResourceFor(const controllers::ObjectRef& target) {
+kube::ResourceRef ResourceFor(const core::ObjectRef& target) {
   kube::ResourceRef ref;
   const auto slash = target.api_version.find('/');
   if (slash == std::string::npos) {
@@ -22,7 +22,7 @@ kube::ResourceRef ResourceFor(const controllers::ObjectRef& target) {
 
 namespace {
 
-core::Json Regarding(const controllers::ObjectRef& r) {
+core::Json Regarding(const core::ObjectRef& r) {
   core::Json regarding{{"apiVersion", r.api_version}, {"kind", r.kind}, {"name", r.name}};
   if (!r.namespace_.empty()) regarding["namespace"] = r.namespace_;
   if (!r.uid.empty()) regarding["uid"] = r.uid;
@@ -65,6 +65,7 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
         spec.reason = event->reason;
         spec.action = event->action;
         spec.note = event->note;
+        spec.annotations = event->annotations;
         // Record never throws; "" means the Event was not written.
         if (recorder_->Record(spec).empty()) {
           if (error != nullptr) *error = "Event " + event->reason + " not recorded";

@@ -53,6 +53,6 @@ class Executor {
 };
 
 // The client's ResourceRef for an action's target.
-kube::ResourceRef ResourceFor(const controllers::ObjectRef& target);
+kube::ResourceRef ResourceFor(const core::ObjectRef& target);
 
 }  // namespace ncclguard::manager

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "controllers/actions.h"
+#include "core/contract.h"
 #include "kube/event_recorder.h"
 #include "kube/leader_election.h"
 #include "log/log.h"
@@ -43,7 +44,7 @@ class Manager::Impl {
         client_(std::make_shared<kube::Client>(config_, options_.client)),
         caches_(client_),
         recorder_(std::make_shared<kube::EventRecorder>(
-            client_, std::string(controllers::kReportingController),
+            client_, std::string(core::kReportingController),
             options_.identity.empty() ? DefaultIdentity() : options_.identity)),
         executor_(client_, recorder_),
         policy_(options_.base_policy) {

@@ -64,8 +64,8 @@ Json ProjectContainerStatuses(const Json& statuses) {
 
 }  // namespace
 
-kube::Projection JobProjection(controllers::JobKind kind) {
-  const controllers::KindInfo& info = controllers::Info(kind);
+kube::Projection JobProjection(core::WorkloadKind kind) {
+  const core::KindInfo& info = core::KindInfoOf(kind);
   const std::string api_version(info.api_version);
   const std::string kind_name(info.kind_name);
   return [api_version, kind_name](const Json& object) {
@@ -93,7 +93,7 @@ kube::Projection PodProjection() {
     const Json* m = Find(object, "metadata");
     const Json* labels = m != nullptr ? Find(*m, "labels") : nullptr;
     Json job_labels = Json::object();
-    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    for (const core::KindInfo& info : core::ManagedKinds()) {
       const std::string label(info.pod_job_label);
       if (labels != nullptr && labels->is_object() && labels->contains(label)) {
         job_labels[label] = (*labels)[label];
@@ -196,7 +196,7 @@ kube::Projection EventProjection() {
     if (kind == nullptr || !kind->is_string()) return out;
     const std::string k = kind->get<std::string>();
     bool relevant = k == "Pod";
-    for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+    for (const core::KindInfo& info : core::ManagedKinds()) {
       relevant = relevant || k == info.kind_name;
     }
     if (!relevant) return out;

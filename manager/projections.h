@@ -10,7 +10,7 @@ namespace ncclguard::manager {
 
 // A managed job: metadata the reconciler reads, the whole spec (the rules parse it) and the
 // status conditions; apiVersion and kind are filled in (list items of built-in kinds lack them).
-kube::Projection JobProjection(controllers::JobKind kind);
+kube::Projection JobProjection(core::WorkloadKind kind);
 // A pod: the job labels, owner kinds, node, container states and PodScheduled=False conditions.
 // A pod of no managed kind keeps its identity only.
 kube::Projection PodProjection();

@@ -2,6 +2,7 @@
 
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
+#include "core/kinds.h"
 #include "log/log.h"
 
 namespace ncclguard::manager {
@@ -33,7 +34,7 @@ Json Labels(const Json* object) {
 template <typename Filter>
 std::vector<JobKey> Jobs(const Caches& caches, Filter&& keep) {
   std::vector<JobKey> keys;
-  for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
+  for (const core::KindInfo& info : core::ManagedKinds()) {
     for (const auto& job : caches.Job(info.kind).List()) {
       if (!keep(*job)) continue;
       keys.push_back(
@@ -51,7 +52,7 @@ std::vector<JobKey> ServiceOwner(const Json& service) {
   if (!owners.is_array()) return keys;
   for (const Json& owner : owners) {
     if (!owner.is_object() || !owner.value("controller", false)) continue;
-    if (const auto kind = controllers::KindOfObject(owner)) {
+    if (const auto kind = core::ManagedKindOf(owner)) {
       keys.push_back({*kind, controllers::Meta(service, "namespace"), owner.value("name", "")});
     }
   }
@@ -107,8 +108,8 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   ControllerSpec<JobKey> spec;
   spec.name = "trainingjob";
   spec.workers = workers;
-  for (const controllers::KindInfo& info : controllers::ManagedKinds()) {
-    const controllers::JobKind kind = info.kind;
+  for (const core::KindInfo& info : core::ManagedKinds()) {
+    const core::WorkloadKind kind = info.kind;
     spec.watches.push_back({&caches.Job(kind),
                             [kind](const Json& job) {
                               return std::vector<JobKey>{{kind, controllers::Meta(job, "namespace"),

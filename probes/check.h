@@ -17,7 +17,7 @@ enum class CheckStatus { Pass, Warn, Fail, Skip };
 
 std::string_view StatusName(CheckStatus status);
 
-// One node check's answer (RULES.md: the NodeValidation status.checks[] entry).
+// One node check's answer (docs/contract.md: the NodeValidation status.checks[] entry).
 struct CheckResult {
   std::string id;
   CheckStatus status = CheckStatus::Skip;

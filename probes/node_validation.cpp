@@ -17,7 +17,7 @@ core::Json NodeValidationStatus(const ProbeReport& report) {
 core::Json NodeValidationObject(const ProbeReport& report) {
   if (report.node_name.empty())
     throw std::invalid_argument("NodeValidation: the report has no node name");
-  return core::Json{{"apiVersion", kNodeValidationApiVersion},
+  return core::Json{{"apiVersion", core::kApiVersion},
                     {"kind", kNodeValidationKind},
                     {"metadata", {{"name", report.node_name}}},
                     {"status", NodeValidationStatus(report)}};
@@ -29,7 +29,8 @@ std::string ValidatedLabelValue(const ProbeReport& report) {
 
 core::Json NodeLabelPatch(const ProbeReport& report) {
   return core::Json{
-      {"metadata", {{"labels", {{std::string(kValidatedLabel), ValidatedLabelValue(report)}}}}}};
+      {"metadata",
+       {{"labels", {{std::string(core::kValidatedNodeLabel), ValidatedLabelValue(report)}}}}}};
 }
 
 core::Json NcclReadyCondition(const ProbeReport& report, const core::Json& previous,
@@ -58,7 +59,7 @@ core::Json NcclReadyCondition(const ProbeReport& report, const core::Json& previ
   if (previous.is_object() && previous.value("status", "") == status &&
       previous.contains("lastTransitionTime") && previous["lastTransitionTime"].is_string())
     transition = previous["lastTransitionTime"].get<std::string>();
-  return core::Json{{"type", kReadyConditionType},
+  return core::Json{{"type", core::kNodeReadyCondition},
                     {"status", status},
                     {"reason", reason},
                     {"message", message},

@@ -4,17 +4,16 @@
 #include <string>
 #include <string_view>
 
+#include "core/contract.h"
 #include "core/json.h"
 #include "probes/report.h"
 
-// The cluster side of a probe report (RULES.md): the NodeValidation object, the node label and
-// the node condition. Pure: building the objects here, sending them lives with the kube client.
+// The cluster side of a probe report (docs/contract.md, "NodeValidation"): the NodeValidation
+// object, the node label and the node condition (names in core/contract.h). Pure: building the
+// objects here, sending them lives with the kube client.
 namespace ncclguard::probes {
 
-inline constexpr std::string_view kNodeValidationApiVersion = "ncclguard.io/v1alpha1";
 inline constexpr std::string_view kNodeValidationKind = "NodeValidation";
-inline constexpr std::string_view kValidatedLabel = "ncclguard.io/validated";
-inline constexpr std::string_view kReadyConditionType = "NcclReady";
 
 // status of the NodeValidation: instanceType, summary, checks[], lastProbeTime, probeVersion.
 core::Json NodeValidationStatus(const ProbeReport& report);

@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "core/contract.h"
 #include "core/json_access.h"
 #include "log/log.h"
 #include "probes/node_validation.h"
@@ -41,14 +42,7 @@ std::string AnnotationOf(const Json& object, std::string_view key) {
 
 }  // namespace
 
-kube::ResourceRef NodeValidations() {
-  kube::ResourceRef ref;
-  ref.group = "ncclguard.io";
-  ref.version = "v1alpha1";
-  ref.resource = "nodevalidations";
-  ref.namespaced = false;
-  return ref;
-}
+kube::ResourceRef NodeValidations() { return kube::resources::NodeValidations(); }
 
 NodePublisher::NodePublisher(std::shared_ptr<kube::Client> client, ProbeFunction probe,
                              PublisherOptions options)
@@ -83,8 +77,8 @@ void NodePublisher::Publish(const ProbeReport& report, const std::string& reques
 
   const kube::ResourceRef node = kube::resources::Nodes().Named(options_.node_name);
   const Json patched = client_->Patch(node, kube::PatchType::kMerge, NodeLabelPatch(named), write);
-  const Json condition =
-      NcclReadyCondition(named, FindNodeCondition(patched, kReadyConditionType), options_.clock());
+  const Json condition = NcclReadyCondition(
+      named, FindNodeCondition(patched, core::kNodeReadyCondition), options_.clock());
   client_->PatchStatus(node, kube::PatchType::kStrategic, NodeConditionPatch(condition), write);
 
   Count(&PublisherStats::publishes);
@@ -97,7 +91,7 @@ void NodePublisher::Publish(const ProbeReport& report, const std::string& reques
 
 void NodePublisher::ClearRequest(const std::string& request) {
   // test-then-remove: a request made while this run was going stays for the next one.
-  const std::string pointer = AnnotationPointer(kProbeRequestedAnnotation);
+  const std::string pointer = AnnotationPointer(core::kProbeRequestedAnnotation);
   const Json patch = Json::array({Json{{"op", "test"}, {"path", pointer}, {"value", request}},
                                   Json{{"op", "remove"}, {"path", pointer}}});
   try {
@@ -115,7 +109,7 @@ void NodePublisher::ClearRequest(const std::string& request) {
 std::string NodePublisher::PendingRequest() {
   try {
     return AnnotationOf(client_->Get(NodeValidations().Named(options_.node_name)),
-                        kProbeRequestedAnnotation);
+                        core::kProbeRequestedAnnotation);
   } catch (const kube::ApiError& error) {
     if (error.code() == kube::ErrorCode::kNotFound) return "";
     throw;
@@ -176,7 +170,7 @@ void NodePublisher::Run(const kube::StopToken& stop) {
       try {
         if (!PendingRequest().empty()) {
           Count(&PublisherStats::requested_runs);
-          log::Info("probe requested", {{"annotation", kProbeRequestedAnnotation}});
+          log::Info("probe requested", {{"annotation", core::kProbeRequestedAnnotation}});
           break;
         }
         failed_polls = 0;

@@ -20,10 +20,10 @@
 
 namespace ncclguard::probes {
 
-// Set (any value) on a NodeValidation to ask that node's probe for a run now:
+// core::kProbeRequestedAnnotation (any value) on a NodeValidation asks that node's probe for a run
+// now:
 //   kubectl annotate nodevalidation NODE ncclguard.io/probe-requested="$(date +%s)" --overwrite
 // The probe removes it after publishing that run.
-inline constexpr std::string_view kProbeRequestedAnnotation = "ncclguard.io/probe-requested";
 
 // nodevalidations.ncclguard.io/v1alpha1, cluster-scoped.
 kube::ResourceRef NodeValidations();

@@ -5,7 +5,7 @@ namespace ncclguard::controllers::diagnoses {
 namespace {
 
 // Found by the gate (controllers/gate.h) while it holds the job; listed here so that every
-// diagnosis in RULES.md is one registry entry.
+// diagnosis in docs/rules.md is one registry entry.
 class InsufficientValidatedNodes final : public Diagnosis {
  public:
   InsufficientValidatedNodes()

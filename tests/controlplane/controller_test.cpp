@@ -212,7 +212,7 @@ class ControllerTest : public ::testing::Test {
     if (!job.is_object()) return false;
     const json preflight = ConditionOf(job, "NcclPreflight");
     if (preflight.value("reason", "") != "InsufficientValidatedNodes") return false;
-    return EventCount(name, "insufficient-validated-nodes") >= 1;
+    return EventCount(name, "InsufficientValidatedNodes") >= 1;
   }
 
   // events.k8s.io Events about `name` with `reason` (distinct Event objects).
@@ -369,14 +369,14 @@ TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed
   add_pod("gpt-worker-1",
           {{"state", {{"waiting", {{"reason", "ImagePullBackOff"}, {"message", "back-off"}}}}}});
 
-  for (const char* reason : {"container-oom-killed", "segfault", "image-pull-failed"}) {
+  for (const char* reason : {"ContainerOOMKilled", "Segfault", "ImagePullFailed"}) {
     EXPECT_TRUE(Eventually([&] { return EventCount("gpt", reason) == 1; }, 30s)) << reason;
   }
   EXPECT_TRUE(Eventually(
       [&] {
         const json diagnosis = ConditionOf(Get(PyTorchJobs() + "/gpt"), "NcclDiagnosis");
         return diagnosis.value("status", "") == "True" &&
-               diagnosis.value("reason", "") == "container-oom-killed";
+               diagnosis.value("reason", "") == "ContainerOOMKilled";
       },
       30s));
   const std::string message =

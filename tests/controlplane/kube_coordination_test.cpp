@@ -115,9 +115,10 @@ TEST_F(KubeClientTest, RepeatedEventsIncrementTheSeriesInsteadOfPiling) {
   kube::EventSpec spec;
   spec.regarding = kube::ReferenceTo(cm);
   spec.type = "Warning";
-  spec.reason = "NcclPreflightPending";
+  spec.reason = "InsufficientValidatedNodes";
   spec.action = "Gate";
   spec.note = "3/4 p5.48xlarge nodes validated";
+  spec.annotations = {{"ncclguard.io/diagnosis", "insufficient-validated-nodes"}};
   std::string first = recorder.Record(spec);
   ASSERT_FALSE(first.empty());
   EXPECT_EQ(recorder.Record(spec), first);
@@ -133,6 +134,8 @@ TEST_F(KubeClientTest, RepeatedEventsIncrementTheSeriesInsteadOfPiling) {
   EXPECT_EQ(repeated["regarding"]["name"], "regarding");
   EXPECT_EQ(repeated["reportingController"], "ncclguard.io/controller");
   EXPECT_EQ(repeated["note"], "3/4 p5.48xlarge nodes validated");
+  EXPECT_EQ(repeated["metadata"]["annotations"]["ncclguard.io/diagnosis"],
+            "insufficient-validated-nodes");
   EXPECT_FALSE(
       client_->Get(kube::resources::Events().In(namespace_).Named(other)).contains("series"));
 

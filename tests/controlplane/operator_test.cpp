@@ -20,8 +20,8 @@ namespace {
 
 using controllers::Action;
 using controllers::JobKey;
-using controllers::JobKind;
 using core::Json;
+using core::WorkloadKind;
 
 Json ToCore(const nlohmann::json& j) { return Json::parse(j.dump()); }
 nlohmann::json FromCore(const Json& j) { return nlohmann::json::parse(j.dump()); }
@@ -50,13 +50,13 @@ class ApiServerView : public controllers::ClusterView {
   explicit ApiServerView(TestKubeClient& client) : client_(client) {}
 
   std::optional<Json> Job(const JobKey& key) const override {
-    const auto& info = controllers::Info(key.kind);
-    const controllers::ObjectRef ref{std::string(info.api_version),
-                                     std::string(info.kind_name),
-                                     std::string(info.resource),
-                                     key.namespace_,
-                                     key.name,
-                                     ""};
+    const auto& info = core::KindInfoOf(key.kind);
+    const core::ObjectRef ref{.api_version = std::string(info.api_version),
+                              .kind = std::string(info.kind_name),
+                              .namespace_ = key.namespace_,
+                              .name = key.name,
+                              .uid = "",
+                              .resource = std::string(info.resource)};
     return GetObject(controllers::RestPath(ref));
   }
   std::vector<Json> PodsWithLabel(std::string_view ns, std::string_view key,
@@ -223,6 +223,19 @@ class OperatorAgainstApiServer : public ::testing::Test {
                 {"Worker", {{"replicas", workers}, {"template", PodTemplate()}}}}}}}};
   }
 
+  // Two replicas of one 8-GPU pod each, marked by the gate.
+  nlohmann::json GatedJobSet(const std::string& name) const {
+    return {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+            {"kind", "JobSet"},
+            {"metadata", {{"name", name}, {"annotations", {{"ncclguard.io/gate", "pending"}}}}},
+            {"spec",
+             {{"suspend", true},
+              {"replicatedJobs",
+               {{{"name", "workers"},
+                 {"replicas", 2},
+                 {"template", {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}};
+  }
+
   nlohmann::json Get(const std::string& path) {
     const KubeResponse r = client_->Get(path);
     EXPECT_EQ(r.status, 200) << path << r.body;
@@ -249,7 +262,7 @@ TEST_F(OperatorAgainstApiServer, GatedPyTorchJobIsHeldThenReleased) {
   AddNode("a", "Pass");
   AddNode("b", "Pass");
   AddNode("c", "Fail");
-  const JobKey key{JobKind::PyTorchJob, namespace_, "llama"};
+  const JobKey key{WorkloadKind::PyTorchJob, namespace_, "llama"};
 
   const auto held = Settle(key);
   ASSERT_TRUE(held.requeue_after);
@@ -275,11 +288,18 @@ TEST_F(OperatorAgainstApiServer, GatedPyTorchJobIsHeldThenReleased) {
   const nlohmann::json events = Get("/apis/events.k8s.io/v1/namespaces/" + namespace_ + "/events");
   bool warned = false;
   for (const auto& e : events["items"]) {
-    if (e["reason"] == "insufficient-validated-nodes" && e["regarding"]["name"] == "llama") {
+    if (e["reason"] == "InsufficientValidatedNodes" && e["regarding"]["name"] == "llama") {
       warned = true;
+      EXPECT_EQ(e["metadata"]["annotations"]["ncclguard.io/diagnosis"],
+                "insufficient-validated-nodes");
+      EXPECT_EQ(e["note"].get<std::string>().rfind("insufficient-validated-nodes: ", 0), 0u) << e;
     }
   }
   EXPECT_TRUE(warned) << events.dump();
+  const auto diagnosis = ConditionOf(job, "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["reason"], "InsufficientValidatedNodes");
+  EXPECT_EQ(diagnosis["message"].get<std::string>().rfind("insufficient-validated-nodes: ", 0), 0u)
+      << diagnosis;
 
   AddNode("d", "Warn");
   const auto released = Settle(key);
@@ -307,7 +327,7 @@ TEST_F(OperatorAgainstApiServer, BatchJobAcceptsOurConditionsAndRelease) {
                        {"template", PodTemplate()}}}};
   job["spec"]["template"]["spec"]["restartPolicy"] = "Never";
   ASSERT_EQ(client_->Post(jobs, job).status, 201);
-  const JobKey key{JobKind::BatchJob, namespace_, "train"};
+  const JobKey key{WorkloadKind::BatchJob, namespace_, "train"};
   Settle(key);
   EXPECT_EQ(ConditionOf(Get(jobs + "/train"), "NcclPreflight")["reason"],
             "InsufficientValidatedNodes");
@@ -346,24 +366,11 @@ TEST_F(OperatorAgainstApiServer, MpiJobAndJobSetAreReleasedThroughTheirSuspendFi
                                {"Worker", {{"replicas", 2}, {"template", PodTemplate()}}}}}}}})
           .status,
       201);
-  ASSERT_EQ(client_
-                ->Post(jobsets,
-                       {{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
-                        {"kind", "JobSet"},
-                        {"metadata", {{"name", "js"}, {"annotations", pending}}},
-                        {"spec",
-                         {{"suspend", true},
-                          {"replicatedJobs",
-                           {{{"name", "workers"},
-                             {"replicas", 2},
-                             {"template",
-                              {{"spec", {{"parallelism", 1}, {"template", PodTemplate()}}}}}}}}}}})
-                .status,
-            201);
+  ASSERT_EQ(client_->Post(jobsets, GatedJobSet("js")).status, 201);
   AddNode("a", "Pass");
   AddNode("b", "Pass");
-  const JobKey mpi{JobKind::MpiJob, namespace_, "bert"};
-  const JobKey js{JobKind::JobSet, namespace_, "js"};
+  const JobKey mpi{WorkloadKind::MpiJob, namespace_, "bert"};
+  const JobKey js{WorkloadKind::JobSet, namespace_, "js"};
   Settle(mpi);
   Settle(js);
   const nlohmann::json bert = Get(mpijobs + "/bert");
@@ -377,6 +384,36 @@ TEST_F(OperatorAgainstApiServer, MpiJobAndJobSetAreReleasedThroughTheirSuspendFi
   const auto preflight = ConditionOf(jobset, "NcclPreflight");
   EXPECT_EQ(preflight["status"], "True");
   EXPECT_FALSE(preflight.contains("lastUpdateTime"));  // metav1.Condition shape
+}
+
+// The JobSet CRD validates status.conditions as upstream does: the held JobSet's NcclDiagnosis
+// condition (reason InsufficientValidatedNodes) is accepted, and the same condition with the
+// kebab-case id as its reason, as ncclguard once wrote it, is rejected by the API server.
+TEST_F(OperatorAgainstApiServer, JobSetDiagnosisConditionPassesTheUpstreamSchema) {
+  const std::string jobsets =
+      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
+  ASSERT_EQ(client_->Post(jobsets, GatedJobSet("held")).status, 201);
+  AddNode("a", "Pass");
+  AddNode("b", "Fail");
+  Settle({WorkloadKind::JobSet, namespace_, "held"});  // every status write must be accepted
+  const nlohmann::json held = Get(jobsets + "/held");
+  EXPECT_EQ(held["spec"]["suspend"], true);
+  const auto diagnosis = ConditionOf(held, "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["status"], "True");
+  EXPECT_EQ(diagnosis["reason"], "InsufficientValidatedNodes");
+  EXPECT_EQ(diagnosis["message"].get<std::string>().rfind("insufficient-validated-nodes: ", 0), 0u)
+      << diagnosis;
+
+  nlohmann::json kebab = diagnosis;
+  kebab["reason"] = "insufficient-validated-nodes";
+  const KubeResponse rejected = client_->Request(
+      "PATCH", jobsets + "/held/status",
+      nlohmann::json{{"status", {{"conditions", nlohmann::json::array({kebab})}}}}.dump(),
+      "application/merge-patch+json");
+  EXPECT_EQ(rejected.status, 422) << rejected.body;
+  EXPECT_NE(rejected.body.find("reason"), std::string::npos) << rejected.body;
+  EXPECT_EQ(ConditionOf(Get(jobsets + "/held"), "NcclDiagnosis")["reason"],
+            "InsufficientValidatedNodes");
 }
 
 TEST_F(OperatorAgainstApiServer, PodFailuresThroughTheStatusSubresourceAreDiagnosed) {
@@ -419,21 +456,23 @@ TEST_F(OperatorAgainstApiServer, PodFailuresThroughTheStatusSubresourceAreDiagno
       "application/merge-patch+json");
   ASSERT_EQ(status.status, 200) << status.body;
 
-  Settle({JobKind::JobSet, namespace_, "js"});
+  Settle({WorkloadKind::JobSet, namespace_, "js"});
   const auto diagnosis = ConditionOf(Get(jobs + "/js"), "NcclDiagnosis");
   EXPECT_EQ(diagnosis["status"], "True");
-  EXPECT_EQ(diagnosis["reason"], "GpuOom");  // metav1.Condition reasons have no '-'
+  EXPECT_EQ(diagnosis["reason"], "GPUOOM");  // metav1.Condition reasons have no '-'
+  EXPECT_EQ(diagnosis["message"].get<std::string>().rfind("gpu-oom: ", 0), 0u) << diagnosis;
   EXPECT_NE(diagnosis["message"].get<std::string>().find("#gpu-oom"), std::string::npos);
   const nlohmann::json events =
-      Get("/api/v1/namespaces/" + namespace_ + "/events?fieldSelector=reason%3Dgpu-oom");
+      Get("/api/v1/namespaces/" + namespace_ + "/events?fieldSelector=reason%3DGPUOOM");
   ASSERT_EQ(events["items"].size(), 1u) << events.dump();
   EXPECT_EQ(events["items"][0]["involvedObject"]["name"], "js");
+  EXPECT_EQ(events["items"][0]["metadata"]["annotations"]["ncclguard.io/diagnosis"], "gpu-oom");
 }
 
 TEST_F(OperatorAgainstApiServer, AStaleStatusPatchConflictsInsteadOfOverwriting) {
   const std::string jobs = "/apis/kubeflow.org/v1/namespaces/" + namespace_ + "/pytorchjobs";
   ASSERT_EQ(client_->Post(jobs, GatedPyTorchJob("race", 1)).status, 201);
-  const JobKey key{JobKind::PyTorchJob, namespace_, "race"};
+  const JobKey key{WorkloadKind::PyTorchJob, namespace_, "race"};
   const auto result = controllers::ReconcileTrainingJob(key, *view_, Now());
   // The training operator writes the job in between.
   ASSERT_EQ(client_

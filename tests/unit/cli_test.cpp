@@ -1,4 +1,4 @@
-// The CLI contract of RULES.md, exercised on the built binary.
+// The CLI contract of docs/contract.md, exercised on the built binary.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -15,7 +15,8 @@ TEST(Engine, CompliantPodHasNoFindingsAndNoPatch) {
 }
 
 TEST(Engine, RegistersEveryRuleOfTheContract) {
-  // The 20 rules of RULES.md plus rendezvous-dns-missing (added rules are allowed, renames not).
+  // The 20 original rules of docs/rules.md plus rendezvous-dns-missing (added rules are allowed,
+  // renames not).
   for (const char* id : {"efa-resources-missing",
                          "efa-count-mismatch",
                          "instance-type-unknown",

@@ -17,28 +17,33 @@ namespace ncclguard::test {
 namespace {
 
 using namespace controllers;
+using core::ConditionStyle;
+using core::WorkloadKind;
 
 const Timestamp kT0 =
     std::chrono::sys_days(std::chrono::year(2026) / 12 / 2) + std::chrono::hours(14);
 
 TEST(JobKey, RoundTripsAndRejectsJunk) {
-  const JobKey key{JobKind::MpiJob, "team-a", "bert"};
+  const JobKey key{WorkloadKind::MpiJob, "team-a", "bert"};
   EXPECT_EQ(key.ToString(), "MPIJob/team-a/bert");
   EXPECT_EQ(JobKey::Parse("MPIJob/team-a/bert"), key);
-  EXPECT_EQ(JobKey::Parse("Job/ns/x")->kind, JobKind::BatchJob);
+  EXPECT_EQ(JobKey::Parse("Job/ns/x")->kind, WorkloadKind::BatchJob);
   for (const char* bad : {"", "PyTorchJob", "PyTorchJob/ns", "PyTorchJob//x", "Deployment/ns/x",
                           "PyTorchJob/ns/a/b"}) {
     EXPECT_FALSE(JobKey::Parse(bad)) << bad;
   }
 }
 
-TEST(JobKind, RecognisesObjectsByGroupAndKind) {
-  EXPECT_EQ(KindOfObject(Json{{"apiVersion", "kubeflow.org/v2beta1"}, {"kind", "MPIJob"}}),
-            JobKind::MpiJob);
-  EXPECT_EQ(KindOfObject(Json{{"apiVersion", "batch/v1"}, {"kind", "Job"}}), JobKind::BatchJob);
-  EXPECT_FALSE(KindOfObject(Json{{"apiVersion", "other.io/v1"}, {"kind", "Job"}}));
-  EXPECT_FALSE(KindOfObject(Json::array()));
-  EXPECT_FALSE(KindOfObject(Json{{"apiVersion", 1}, {"kind", "Job"}}));
+TEST(ManagedKinds, RecognisesJobsByGroupAndKind) {
+  using core::ManagedKindOf;
+  EXPECT_EQ(ManagedKindOf(Json{{"apiVersion", "kubeflow.org/v2beta1"}, {"kind", "MPIJob"}}),
+            WorkloadKind::MpiJob);
+  EXPECT_EQ(ManagedKindOf(Json{{"apiVersion", "batch/v1"}, {"kind", "Job"}}),
+            WorkloadKind::BatchJob);
+  EXPECT_FALSE(ManagedKindOf(Json{{"apiVersion", "other.io/v1"}, {"kind", "Job"}}));
+  EXPECT_FALSE(ManagedKindOf(Json{{"apiVersion", "v1"}, {"kind", "Pod"}}));  // fixed, not managed
+  EXPECT_FALSE(ManagedKindOf(Json::array()));
+  EXPECT_FALSE(ManagedKindOf(Json{{"apiVersion", 1}, {"kind", "Job"}}));
 }
 
 TEST(TruncateUtf8, NeverTearsASequence) {
@@ -90,16 +95,21 @@ TEST(Conditions, TransitionTimeMovesOnlyWhenStatusChanges) {
   EXPECT_EQ((*list)[1]["lastProbeTime"], "2026-12-02T16:00:00Z");
 }
 
-TEST(Conditions, MetaReasonsAreCamelCase) {
-  EXPECT_EQ(ReasonFor(ConditionStyle::Meta, "container-oom-killed"), "ContainerOomKilled");
-  EXPECT_EQ(ReasonFor(ConditionStyle::Meta, "InsufficientValidatedNodes"),
-            "InsufficientValidatedNodes");
-  EXPECT_EQ(ReasonFor(ConditionStyle::Meta, "9lives"), "Reason9lives");
-  EXPECT_EQ(ReasonFor(ConditionStyle::Kubeflow, "gpu-oom"), "gpu-oom");
-  const auto list = WithCondition(Json::object(), {"NcclDiagnosis", "True", "gpu-oom", "m", {}},
+TEST(Conditions, ReasonsAreUpperCamelCaseInEveryStyle) {
+  for (const ConditionStyle style :
+       {ConditionStyle::Meta, ConditionStyle::Kubeflow, ConditionStyle::Batch}) {
+    // A kebab-case id that reached WithCondition is written in its reason form, never as is.
+    const auto list = WithCondition(
+        Json::object(), {"NcclDiagnosis", "True", "container-oom-killed", "m", {}}, style, kT0);
+    EXPECT_EQ((*list)[0]["reason"], "ContainerOOMKilled");
+    const auto kept = WithCondition(
+        Json::object(), {"NcclPreflight", "False", "InsufficientValidatedNodes", "m", {}}, style,
+        kT0);
+    EXPECT_EQ((*kept)[0]["reason"], "InsufficientValidatedNodes");
+  }
+  const auto meta = WithCondition(Json::object(), {"NcclDiagnosis", "True", "GPUOOM", "m", {}},
                                   ConditionStyle::Meta, kT0);
-  EXPECT_EQ((*list)[0]["reason"], "GpuOom");
-  EXPECT_FALSE((*list)[0].contains("lastUpdateTime"));
+  EXPECT_FALSE((*meta)[0].contains("lastUpdateTime"));
 }
 
 TEST(Rendezvous, ServiceNamesAreDnsLabelsUniquePerJob) {

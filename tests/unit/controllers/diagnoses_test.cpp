@@ -1,5 +1,5 @@
 // Each runtime diagnosis against the pod statuses that show it, and the registry against the
-// RULES.md catalog.
+// docs/rules.md catalog.
 #include <gtest/gtest.h>
 
 #include <set>

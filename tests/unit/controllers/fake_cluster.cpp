@@ -29,7 +29,7 @@ void FakeCluster::AddJob(Json job) {
     job["metadata"]["uid"] = "uid-" + Str(job, "metadata", "name");
   }
   job["metadata"]["resourceVersion"] = std::to_string(next_version_++);
-  const auto kind = controllers::KindOfObject(job);
+  const auto kind = core::ManagedKindOf(job);
   const JobKey key{*kind, Str(job, "metadata", "namespace"), Str(job, "metadata", "name")};
   jobs_[key.ToString()] = std::move(job);
 }

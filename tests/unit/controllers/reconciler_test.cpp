@@ -10,11 +10,11 @@ namespace {
 
 using controllers::Action;
 using controllers::CreateObject;
-using controllers::JobKind;
 using controllers::MergePatch;
 using controllers::ReconcileTrainingJob;
 using controllers::RecordEvent;
 using controllers::Timestamp;
+using core::WorkloadKind;
 
 const Timestamp kNow =
     std::chrono::sys_days(std::chrono::year(2026) / 12 / 2) + std::chrono::hours(14);
@@ -71,7 +71,7 @@ class Reconciler : public ::testing::Test {
   }
 
   FakeCluster cluster_;
-  const JobKey key_{JobKind::PyTorchJob, "team-a", "llama"};
+  const JobKey key_{WorkloadKind::PyTorchJob, "team-a", "llama"};
 };
 
 TEST_F(Reconciler, CreatesTheHeadlessRendezvousServiceOwnedByTheJob) {
@@ -141,7 +141,7 @@ TEST_F(Reconciler, AcceptsAServiceTheJobsOwnOperatorMade) {
          {"ownerReferences", {{{"uid", "uid-js"}, {"controller", true}, {"kind", "JobSet"}}}}}},
        {"spec",
         {{"clusterIP", "None"}, {"selector", {{"jobset.sigs.k8s.io/jobset-name", "js"}}}}}});
-  EXPECT_TRUE(Reconcile({JobKind::JobSet, "team-a", "js"}).actions.empty());
+  EXPECT_TRUE(Reconcile({WorkloadKind::JobSet, "team-a", "js"}).actions.empty());
 }
 
 TEST_F(Reconciler, LeavesTheMpiJobServiceToTheMpiOperator) {
@@ -150,7 +150,7 @@ TEST_F(Reconciler, LeavesTheMpiJobServiceToTheMpiOperator) {
            {"metadata", {{"name", "bert"}, {"namespace", "team-a"}}},
            {"spec", {{"mpiReplicaSpecs", Json::object()}}}};
   cluster_.AddJob(mpi);
-  EXPECT_TRUE(Reconcile({JobKind::MpiJob, "team-a", "bert"}).actions.empty());
+  EXPECT_TRUE(Reconcile({WorkloadKind::MpiJob, "team-a", "bert"}).actions.empty());
   EXPECT_EQ(cluster_.ServiceCount(), 0u);
 }
 
@@ -175,15 +175,20 @@ TEST_F(Reconciler, HoldsAGatedJobUntilEnoughNodesAreValidated) {
             "https://github.com/ncclguard/ncclguard/blob/main/docs/guide.md#efa-config");
   EXPECT_EQ(preflight["lastTransitionTime"], "2026-12-02T14:00:00Z");
   const Json diagnosis = Condition(job, "NcclDiagnosis");
-  EXPECT_EQ(diagnosis["reason"], "insufficient-validated-nodes");
+  EXPECT_EQ(diagnosis["reason"], "InsufficientValidatedNodes");
+  EXPECT_EQ(diagnosis["message"].get<std::string>().rfind("insufficient-validated-nodes: ", 0), 0u)
+      << diagnosis;
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], true);
   EXPECT_EQ(job["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
 
   bool warned = false;
   for (const Json& e : cluster_.events()) {
-    if (e["reason"] == "insufficient-validated-nodes") {
+    if (e["reason"] == "InsufficientValidatedNodes") {
       warned = true;
       EXPECT_EQ(e["type"], "Warning");
+      EXPECT_EQ(e["metadata"]["annotations"]["ncclguard.io/diagnosis"],
+                "insufficient-validated-nodes");
+      EXPECT_EQ(e["note"].get<std::string>().rfind("insufficient-validated-nodes: ", 0), 0u);
       EXPECT_NE(e["note"].get<std::string>().find("3/4 p5.48xlarge"), std::string::npos);
       EXPECT_NE(e["note"].get<std::string>().find("#efa-config"), std::string::npos);
     }
@@ -222,6 +227,23 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   ASSERT_EQ(admitted.size(), 1u) << "a job that was held is told of its release";
   EXPECT_EQ(admitted[0].reason, "Admitted");
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+}
+
+// A job held by an older ncclguard carries the gate's diagnosis under its kebab-case id as the
+// reason; its release still resolves it, and the condition is rewritten in UpperCamelCase.
+TEST_F(Reconciler, ReleaseResolvesADiagnosisAnOlderVersionWroteInKebabCase) {
+  Json job = P5PyTorchJob("team-a", "llama", 3, true);
+  job["status"]["conditions"] = Json::array({{{"type", "NcclDiagnosis"},
+                                              {"status", "True"},
+                                              {"reason", "insufficient-validated-nodes"},
+                                              {"message", "insufficient-validated-nodes: held"},
+                                              {"lastTransitionTime", "2026-12-02T13:00:00Z"}}});
+  cluster_.AddJob(job);
+  AddP5Nodes(4, 0);
+  ASSERT_GT(Converge(key_), 0);
+  const Json diagnosis = Condition(cluster_.JobObject(key_), "NcclDiagnosis");
+  EXPECT_EQ(diagnosis["status"], "False");
+  EXPECT_EQ(diagnosis["reason"], "Resolved");
 }
 
 TEST_F(Reconciler, AJobReleasedAtItsFirstLookGetsTheConditionButNoEvent) {
@@ -276,10 +298,10 @@ TEST_F(Reconciler, GateDisabledInThePolicyReleasesPendingJobs) {
 
 TEST_F(Reconciler, IgnoresJobsOutsideOptedInNamespacesButNeverLeavesThemStuck) {
   cluster_.AddJob(P5PyTorchJob("plain", "free", 1, false));
-  EXPECT_TRUE(Reconcile({JobKind::PyTorchJob, "plain", "free"}).actions.empty());
+  EXPECT_TRUE(Reconcile({WorkloadKind::PyTorchJob, "plain", "free"}).actions.empty());
 
   cluster_.AddJob(P5PyTorchJob("plain", "stuck", 1, true));
-  const JobKey stuck{JobKind::PyTorchJob, "plain", "stuck"};
+  const JobKey stuck{WorkloadKind::PyTorchJob, "plain", "stuck"};
   const auto result = Reconcile(stuck);
   EXPECT_TRUE(Only<CreateObject>(result.actions).empty());
   ASSERT_EQ(cluster_.Apply(result.actions), 0);
@@ -296,7 +318,7 @@ TEST_F(Reconciler, BatchJobsNeedTheManagedLabel) {
              {"parallelism", 2},
              {"template", {{"spec", {{"containers", {{{"name", "c"}, {"image", "x:1"}}}}}}}}}}};
   cluster_.AddJob(job);
-  const JobKey key{JobKind::BatchJob, "team-a", "train"};
+  const JobKey key{WorkloadKind::BatchJob, "team-a", "train"};
   EXPECT_TRUE(Reconcile(key).actions.empty());
 
   job["metadata"]["labels"]["ncclguard.io/managed"] = "true";
@@ -337,7 +359,7 @@ TEST_F(Reconciler, AMalformedJobSetSubdomainIsReportedNotThrown) {
           {"metadata", {{"name", "js"}, {"namespace", "team-a"}}},
           {"spec", {{"network", {{"subdomain", 5}}}, {"replicatedJobs", {{{"name", 7}}}}}}};
   cluster_.AddJob(js);
-  const JobKey key{JobKind::JobSet, "team-a", "js"};
+  const JobKey key{WorkloadKind::JobSet, "team-a", "js"};
   controllers::ReconcileResult result;
   ASSERT_NO_THROW(result = Reconcile(key));
   const auto creates = Only<CreateObject>(result.actions);
@@ -370,8 +392,11 @@ TEST_F(Reconciler, DiagnosesFailedPodsOnceWithConditionAndEvents) {
   const auto result = Reconcile(key_);
   const auto events = Only<RecordEvent>(result.actions);
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].reason, "gpu-oom");
-  EXPECT_EQ(events[1].reason, "container-oom-killed");
+  EXPECT_EQ(events[0].reason, "GPUOOM");
+  EXPECT_EQ(events[0].annotations.at("ncclguard.io/diagnosis"), "gpu-oom");
+  EXPECT_EQ(events[1].reason, "ContainerOOMKilled");
+  EXPECT_EQ(events[1].annotations.at("ncclguard.io/diagnosis"), "container-oom-killed");
+  EXPECT_EQ(events[1].note.rfind("container-oom-killed: ", 0), 0u) << events[1].note;
   EXPECT_NE(events[1].note.find("pod llama-master-0 container pytorch was OOMKilled"),
             std::string::npos);
   EXPECT_NE(events[1].note.find("#container-oom"), std::string::npos);
@@ -379,7 +404,7 @@ TEST_F(Reconciler, DiagnosesFailedPodsOnceWithConditionAndEvents) {
 
   const Json diagnosis = Condition(cluster_.JobObject(key_), "NcclDiagnosis");
   EXPECT_EQ(diagnosis["status"], "True");
-  EXPECT_EQ(diagnosis["reason"], "gpu-oom");
+  EXPECT_EQ(diagnosis["reason"], "GPUOOM");
   EXPECT_EQ(diagnosis["message"],
             "gpu-oom: pod llama-worker-0 container pytorch ran out of GPU memory (CUDA out of "
             "memory) (also: container-oom-killed) \u2014 see "
@@ -412,10 +437,11 @@ TEST_F(Reconciler, VersionDriftAcrossTheJobsNodes) {
   cluster_.AddPod(KubeflowPod("team-a", "llama", "llama-worker-0", Json::object(), "n2"));
   const auto events = Only<RecordEvent>(Reconcile(key_).actions);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].reason, "version-drift");
-  EXPECT_EQ(events[0].note.rfind("the job's nodes run different NCCL versions: 2.18.3 on n2; "
-                                 "2.21.5 on n1",
-                                 0),
+  EXPECT_EQ(events[0].reason, "VersionDrift");
+  EXPECT_EQ(events[0].note.rfind(
+                "version-drift: the job's nodes run different NCCL versions: 2.18.3 on n2; "
+                "2.21.5 on n1",
+                0),
             0u)
       << events[0].note;
 }
@@ -440,8 +466,8 @@ TEST_F(Reconciler, SchedulingFailuresFromPodConditionsAndEvents) {
   cluster_.AddEvent(event);
   const auto events = Only<RecordEvent>(Reconcile(key_).actions);
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].reason, "efa-unschedulable");
-  EXPECT_EQ(events[1].reason, "untolerated-taint");
+  EXPECT_EQ(events[0].reason, "EFAUnschedulable");
+  EXPECT_EQ(events[1].reason, "UntoleratedTaint");
   EXPECT_NE(events[1].note.find("pod llama-worker-0: 0/4 nodes"), std::string::npos);
 }
 
@@ -463,13 +489,13 @@ TEST_F(Reconciler, AStatusPatchCarriesTheResourceVersionItWasComputedFrom) {
   EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "False");
 }
 
-TEST_F(Reconciler, JobSetConditionsUseMetaConditionReasons) {
+TEST_F(Reconciler, JobSetConditionsUseUpperCamelCaseReasons) {
   Json js{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
           {"kind", "JobSet"},
           {"metadata", {{"name", "js"}, {"namespace", "team-a"}}},
           {"spec", {{"replicatedJobs", Json::array()}}}};
   cluster_.AddJob(js);
-  const JobKey key{JobKind::JobSet, "team-a", "js"};
+  const JobKey key{WorkloadKind::JobSet, "team-a", "js"};
   cluster_.AddPod({{"apiVersion", "v1"},
                    {"kind", "Pod"},
                    {"metadata",
@@ -479,7 +505,7 @@ TEST_F(Reconciler, JobSetConditionsUseMetaConditionReasons) {
                    {"status", Terminated("c", 137, "OOMKilled")}});
   ASSERT_GT(Converge(key), 0);
   const Json diagnosis = Condition(cluster_.JobObject(key), "NcclDiagnosis");
-  EXPECT_EQ(diagnosis["reason"], "ContainerOomKilled");
+  EXPECT_EQ(diagnosis["reason"], "ContainerOOMKilled");
   EXPECT_FALSE(diagnosis.contains("lastUpdateTime"));
 }
 

@@ -20,7 +20,7 @@ std::vector<Json> ExampleJobs() {
   for (const auto& entry : std::filesystem::directory_iterator(SourcePath("examples"))) {
     if (entry.path().extension() != ".yaml") continue;
     for (Json& doc : core::ParseDocuments(ReadFile(entry.path().string())).documents) {
-      if (controllers::KindOfObject(doc)) jobs.push_back(std::move(doc));
+      if (core::ManagedKindOf(doc)) jobs.push_back(std::move(doc));
     }
   }
   return jobs;
@@ -73,9 +73,9 @@ TEST(OperatorRobustness, MutatedJobsPodsAndValidationsNeverThrow) {
     job["metadata"]["namespace"] = "team-a";
     if (round % 2 == 0) job["metadata"]["annotations"]["ncclguard.io/gate"] = "pending";
     job["metadata"]["labels"]["ncclguard.io/managed"] = "true";
-    const auto kind = controllers::KindOfObject(job);
+    const auto kind = core::ManagedKindOf(job);
     const std::string name = job["metadata"]["name"].get<std::string>();
-    const std::string pod_label(controllers::Info(*kind).pod_job_label);
+    const std::string pod_label(core::KindInfoOf(*kind).pod_job_label);
 
     Json pod{{"apiVersion", "v1"},
              {"kind", "Pod"},
@@ -91,7 +91,7 @@ TEST(OperatorRobustness, MutatedJobsPodsAndValidationsNeverThrow) {
     FakeCluster cluster;
     cluster.AddNamespace("team-a", true);
     if (!job.is_object() || !job.contains("metadata") || !job["metadata"].is_object() ||
-        !controllers::KindOfObject(job)) {
+        !core::ManagedKindOf(job)) {
       continue;  // not a job any more: no key would reach the reconciler
     }
     job["metadata"]["name"] = name;

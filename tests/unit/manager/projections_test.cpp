@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "controllers/training_job_reconciler.h"
+#include "core/reason.h"
 #include "manager/executor.h"
 #include "manager/projections.h"
 #include "tests/unit/controllers/fake_cluster.h"
@@ -13,7 +14,7 @@
 namespace ncclguard::test {
 namespace {
 
-using controllers::JobKind;
+using core::WorkloadKind;
 
 controllers::Timestamp At() { return controllers::Timestamp(std::chrono::seconds(1'800'000'000)); }
 
@@ -45,7 +46,7 @@ Json Noisy(Json object) {
 }
 
 void Fill(FakeCluster& cluster, bool projected) {
-  const auto job_projection = manager::JobProjection(JobKind::PyTorchJob);
+  const auto job_projection = manager::JobProjection(WorkloadKind::PyTorchJob);
   const auto pod_projection = manager::PodProjection();
   const auto event_projection = manager::EventProjection();
   cluster.AddNamespace("team", true);
@@ -96,7 +97,7 @@ TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) 
   FakeCluster projected;
   Fill(whole, false);
   Fill(projected, true);
-  const controllers::JobKey key{JobKind::PyTorchJob, "team", "llama"};
+  const controllers::JobKey key{WorkloadKind::PyTorchJob, "team", "llama"};
   const auto expected = controllers::ReconcileTrainingJob(key, whole, At());
   const auto got = controllers::ReconcileTrainingJob(key, projected, At());
   ASSERT_FALSE(expected.actions.empty());
@@ -106,7 +107,10 @@ TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) 
   const std::string described = Describe(got.actions);
   for (const char* id : {"container-oom-killed", "gpu-oom", "efa-unschedulable",
                          "untolerated-taint", "insufficient-validated-nodes"}) {
-    EXPECT_NE(described.find(std::string("event ") + id), std::string::npos) << id;
+    // "event <Reason> <id>: <what was seen>..."
+    EXPECT_NE(described.find("event " + core::ReasonFromId(id) + " " + id + ": "),
+              std::string::npos)
+        << id;
   }
 }
 
@@ -145,7 +149,7 @@ TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
   for (const Json& object : junk) {
     SCOPED_TRACE(object.dump());
     EXPECT_NO_THROW(manager::PodProjection()(object));
-    EXPECT_NO_THROW(manager::JobProjection(JobKind::JobSet)(object));
+    EXPECT_NO_THROW(manager::JobProjection(WorkloadKind::JobSet)(object));
     EXPECT_NO_THROW(manager::ServiceProjection()(object));
     EXPECT_NO_THROW(manager::NodeProjection()(object));
     EXPECT_NO_THROW(manager::NodeValidationProjection()(object));
@@ -155,13 +159,26 @@ TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
 }
 
 TEST(ControllerExecutor, ActionTargetsBecomeClientResources) {
-  const auto job = manager::ResourceFor(
-      {"kubeflow.org/v1", "PyTorchJob", "pytorchjobs", "team", "llama", "uid"});
+  const auto job = manager::ResourceFor({.api_version = "kubeflow.org/v1",
+                                         .kind = "PyTorchJob",
+                                         .namespace_ = "team",
+                                         .name = "llama",
+                                         .uid = "uid",
+                                         .resource = "pytorchjobs"});
   EXPECT_EQ(job.ObjectPath(), "/apis/kubeflow.org/v1/namespaces/team/pytorchjobs/llama");
-  const auto service = manager::ResourceFor({"v1", "Service", "services", "team", "llama", ""});
+  const auto service = manager::ResourceFor({.api_version = "v1",
+                                             .kind = "Service",
+                                             .namespace_ = "team",
+                                             .name = "llama",
+                                             .uid = "",
+                                             .resource = "services"});
   EXPECT_EQ(service.ObjectPath(), "/api/v1/namespaces/team/services/llama");
-  const auto policy = manager::ResourceFor(
-      {"ncclguard.io/v1alpha1", "NcclPolicy", "ncclpolicies", "", "default", ""});
+  const auto policy = manager::ResourceFor({.api_version = "ncclguard.io/v1alpha1",
+                                            .kind = "NcclPolicy",
+                                            .namespace_ = "",
+                                            .name = "default",
+                                            .uid = "",
+                                            .resource = "ncclpolicies"});
   EXPECT_EQ(policy.ObjectPath(), "/apis/ncclguard.io/v1alpha1/ncclpolicies/default");
 }
 

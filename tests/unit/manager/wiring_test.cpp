@@ -14,9 +14,9 @@ namespace ncclguard::test {
 namespace {
 
 using controllers::JobKey;
-using controllers::JobKind;
 using controllers::PolicyKey;
 using core::Json;
+using core::WorkloadKind;
 using manager::Change;
 
 std::shared_ptr<kube::Client> UnusedClient() {
@@ -54,13 +54,13 @@ class Wiring : public ::testing::Test {
 TEST_F(Wiring, TypedKeysGoThroughTheQueueAsTextAndJunkIsDropped) {
   manager::ControllerSpec<JobKey> spec;
   spec.name = "test";
-  spec.watches.push_back(
-      {nullptr,
-       [](const Json& object) {
-         return std::vector<JobKey>{{JobKind::MpiJob, "ns", controllers::Meta(object, "name")}};
-       },
-       nullptr});
-  spec.all_keys = [] { return std::vector<JobKey>{{JobKind::JobSet, "a", "b"}}; };
+  spec.watches.push_back({nullptr,
+                          [](const Json& object) {
+                            return std::vector<JobKey>{{core::WorkloadKind::MpiJob, "ns",
+                                                        controllers::Meta(object, "name")}};
+                          },
+                          nullptr});
+  spec.all_keys = [] { return std::vector<JobKey>{{core::WorkloadKind::JobSet, "a", "b"}}; };
   std::vector<JobKey> reconciled;
   spec.reconcile = [&reconciled](const JobKey& key) {
     reconciled.push_back(key);
@@ -71,7 +71,7 @@ TEST_F(Wiring, TypedKeysGoThroughTheQueueAsTextAndJunkIsDropped) {
   EXPECT_EQ(erased.all_keys(), std::vector<std::string>{"JobSet/a/b"});
   EXPECT_TRUE(erased.reconcile("PyTorchJob/ns/y"));
   EXPECT_FALSE(erased.reconcile("not a key"));
-  EXPECT_EQ(reconciled, (std::vector<JobKey>{{JobKind::PyTorchJob, "ns", "y"}}));
+  EXPECT_EQ(reconciled, (std::vector<JobKey>{{core::WorkloadKind::PyTorchJob, "ns", "y"}}));
 }
 
 TEST_F(Wiring, TrainingJobsAreRequeuedForPolicySpecChangesNotForStatusWrites) {
@@ -115,11 +115,11 @@ TEST_F(Wiring, ServicesMapToTheirControllingJobAndEventDeletionsToNothing) {
        {"controller", true}},
       {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "other"}, {"controller", false}}};
   EXPECT_EQ(WatchOf(spec, caches_.services()).map(service),
-            (std::vector<JobKey>{{JobKind::PyTorchJob, "team-a", "llama"}}));
+            (std::vector<JobKey>{{core::WorkloadKind::PyTorchJob, "team-a", "llama"}}));
   const Json event = Object("team-a", "e1");
   EXPECT_FALSE(Matters(WatchOf(spec, caches_.events()), &event, nullptr));
-  EXPECT_EQ(WatchOf(spec, caches_.Job(JobKind::JobSet)).map(Object("team-a", "js")),
-            (std::vector<JobKey>{{JobKind::JobSet, "team-a", "js"}}));
+  EXPECT_EQ(WatchOf(spec, caches_.Job(core::WorkloadKind::JobSet)).map(Object("team-a", "js")),
+            (std::vector<JobKey>{{core::WorkloadKind::JobSet, "team-a", "js"}}));
 }
 
 TEST_F(Wiring, ThePolicyControllerSharesTheNcclPolicyCacheAndReadsOnlyDefault) {

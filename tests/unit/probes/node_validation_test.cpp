@@ -1,4 +1,4 @@
-// The objects the probe publishes (RULES.md): NodeValidation named after the node, the
+// The objects the probe publishes (docs/contract.md): NodeValidation named after the node, the
 // ncclguard.io/validated label and the NcclReady condition.
 #include <gtest/gtest.h>
 

@@ -148,7 +148,7 @@ inline ::testing::AssertionResult Mentions(const std::string& text, std::string_
   return ::testing::AssertionFailure() << "\"" << text << "\" does not mention \"" << part << "\"";
 }
 
-// The finding links to the guide section `slug` (RULES.md).
+// The finding links to the guide section `slug` (docs/rules.md).
 inline ::testing::AssertionResult LinksTo(const core::Finding& finding, std::string_view slug) {
   const std::string suffix = "#" + std::string(slug);
   if (finding.guide.size() >= suffix.size() && finding.guide.ends_with(suffix)) {

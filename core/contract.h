@@ -1,0 +1,52 @@
+// The cluster contract (docs/contract.md): every name ncclguard reads from or writes to cluster
+// objects under ncclguard.io, and its condition types, defined once. The chart's templates, the
+// scripts and the docs spell these names literally (Helm cannot include C++);
+// tests/unit/contract_test.cpp fails when they spell an ncclguard.io name not listed here.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace ncclguard::core {
+
+// The API group of ncclguard's own kinds (NodeValidation, NcclPolicy).
+inline constexpr std::string_view kApiGroup = "ncclguard.io";
+inline constexpr std::string_view kApiGroupVersion = "v1alpha1";
+inline constexpr std::string_view kApiVersion =
+    "ncclguard.io/v1alpha1";  // apiVersion of its objects
+
+// Namespace opt-in: the webhook configurations' namespaceSelector; the controllers ignore other
+// namespaces.
+inline constexpr std::string_view kEnabledNamespaceLabel = "ncclguard.io/enabled";
+// A batch/v1 Job is managed only with this label set to "true".
+inline constexpr std::string_view kManagedJobLabel = "ncclguard.io/managed";
+// The gate: the webhook marks a managed job pending on CREATE, the controller admits it.
+inline constexpr std::string_view kGateAnnotation = "ncclguard.io/gate";
+inline constexpr std::string_view kGatePending = "pending";
+inline constexpr std::string_view kGateAdmitted = "admitted";
+// On a node: "true" when its NodeValidation passed (Pass or Warn), "false" on any Fail.
+inline constexpr std::string_view kValidatedNodeLabel = "ncclguard.io/validated";
+// On a NodeValidation, any value: the probe runs again and removes it.
+inline constexpr std::string_view kProbeRequestedAnnotation = "ncclguard.io/probe-requested";
+// On the rendezvous Service the controller makes: the job's MASTER_ADDR.
+inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-addr";
+// On a diagnosis' Event: the diagnosis id (kebab-case), since the reason is its UpperCamelCase
+// form (core/reason.h).
+inline constexpr std::string_view kDiagnosisAnnotation = "ncclguard.io/diagnosis";
+// reportingController of the controller's Events.
+inline constexpr std::string_view kReportingController = "ncclguard.io/controller";
+
+// Every ncclguard.io name above, for the test that checks what the chart and docs spell.
+inline constexpr std::array<std::string_view, 10> kContractNames{
+    kApiVersion,           kEnabledNamespaceLabel,
+    kManagedJobLabel,      kGateAnnotation,
+    kValidatedNodeLabel,   kProbeRequestedAnnotation,
+    kMasterAddrAnnotation, kDiagnosisAnnotation,
+    kReportingController,  kApiGroup};
+
+// Condition types: on training jobs (status.conditions) and on nodes.
+inline constexpr std::string_view kPreflightCondition = "NcclPreflight";
+inline constexpr std::string_view kDiagnosisCondition = "NcclDiagnosis";
+inline constexpr std::string_view kNodeReadyCondition = "NcclReady";
+
+}  // namespace ncclguard::core
