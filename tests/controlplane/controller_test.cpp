@@ -574,7 +574,7 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
     EXPECT_TRUE(Eventually([&] { return EventCount(name, "Admitted") == 1; }, 10s)) << name;
     // Each hold message is said once (node c existing before its NodeValidation may add a
     // second message, "1 not yet validated"), restart or not.
-    std::vector<std::string> notes = EventNotes(name, "insufficient-validated-nodes");
+    std::vector<std::string> notes = EventNotes(name, "InsufficientValidatedNodes");
     EXPECT_FALSE(notes.empty()) << name;
     std::sort(notes.begin(), notes.end());
     EXPECT_EQ(std::adjacent_find(notes.begin(), notes.end()), notes.end())
