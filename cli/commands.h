@@ -103,7 +103,8 @@ struct ControllerCommandOptions {
   std::string kubeconfig;
   std::string context;
   bool leader_elect = true;
-  std::string lease_namespace;  // empty: $POD_NAMESPACE, else ncclguard-system
+  std::string lease_namespace;        // empty: $POD_NAMESPACE, else ncclguard-system
+  std::string owner_service_account;  // empty: $POD_SERVICE_ACCOUNT, else none
   std::string lease_name = "ncclguard-controller";
   int workers = 4;
   std::string log_level = "info";

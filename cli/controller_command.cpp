@@ -11,6 +11,7 @@
 #include "cli/signals.h"
 #include "kube/config.h"
 #include "kube/errors.h"
+#include "kube/owner_reference.h"
 #include "log/log.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
@@ -31,6 +32,10 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
                       "namespace of the Lease (default: $POD_NAMESPACE, else ncclguard-system)");
   command->add_option("--lease-name", options.lease_name, "name of the Lease")
       ->capture_default_str();
+  command->add_option("--owner-service-account", options.owner_service_account,
+                      "ServiceAccount in the Lease's namespace that owns the Lease and certificate "
+                      "Secret this process creates, so they are deleted with it (default: "
+                      "$POD_SERVICE_ACCOUNT, else none)");
   command->add_option("--workers", options.workers, "jobs reconciled in parallel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -133,6 +138,17 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     return kExitInputError;
   }
 
+  std::string owner_account = options.owner_service_account;
+  if (const char* own = std::getenv("POD_SERVICE_ACCOUNT");
+      owner_account.empty() && own != nullptr) {
+    owner_account = own;
+  }
+  if (!owner_account.empty()) {
+    kube::Client owner_client(config);
+    manager_options.owner =
+        kube::ServiceAccountOwner(owner_client, manager_options.lease_namespace, owner_account);
+  }
+
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.
   const sigset_t signals = BlockTerminationSignals();
 
@@ -149,6 +165,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     cert_options.extra_hosts = options.webhook_hosts;
     cert_options.configuration_name = options.webhook_configuration;
     cert_options.cert_dir = options.cert_dir;
+    cert_options.owner = manager_options.owner;
     cert_options.files_written = [&server] {
       if (server) server->ReloadCertificateNow();
     };

@@ -36,6 +36,16 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
   return result;
 }
 
+core::Json NewLeaseObject(const ResourceRef& lease, const core::Json& spec,
+                          const std::optional<OwnerReference>& owner) {
+  core::Json object = {{"apiVersion", "coordination.k8s.io/v1"},
+                       {"kind", "Lease"},
+                       {"metadata", {{"name", lease.name}, {"namespace", lease.namespace_}}},
+                       {"spec", spec}};
+  AddOwnerReference(object, owner);
+  return object;
+}
+
 LeaderElector::LeaderElector(const ClientConfig& config, LeaderElectionOptions options)
     : options_(std::move(options)) {
   ClientOptions client_options;
@@ -84,11 +94,8 @@ bool LeaderElector::TryAcquireOrRenew() {
                        {"acquireTime", now},
                        {"renewTime", now},
                        {"leaseTransitions", 0}};
-    core::Json created = client_->Create(
-        lease_.Named(""), {{"apiVersion", "coordination.k8s.io/v1"},
-                           {"kind", "Lease"},
-                           {"metadata", {{"name", lease_.name}, {"namespace", lease_.namespace_}}},
-                           {"spec", spec}});
+    core::Json created =
+        client_->Create(lease_.Named(""), NewLeaseObject(lease_, spec, options_.owner));
     Observe(created["spec"]);
     return true;
   }
@@ -111,6 +118,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     updated_spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
   }
   lease["spec"] = updated_spec;
+  AddOwnerReference(lease, options_.owner);  // a Lease created before it had one
   // The update carries the resourceVersion we read: if another replica wrote in between,
   // the server answers Conflict and this round is lost.
   core::Json stored = client_->Update(lease_, lease);

@@ -9,10 +9,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/json.h"
 #include "kube/client.h"
+#include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 
 namespace ncclguard::kube {
@@ -25,6 +27,9 @@ struct LeaderElectionOptions {
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
   bool release_on_stop = true;  // a graceful stop hands the lease over at once
+  // Set on the Lease when created, and added to one without it on the next write, so that the
+  // garbage collector deletes the Lease with its owner. None: no owner reference.
+  std::optional<OwnerReference> owner;
 
   // Runs on its own thread once leading; must return soon after `leading` stops.
   std::function<void(const StopToken& leading)> on_started_leading;
@@ -62,6 +67,11 @@ class LeaderElector {
   std::chrono::steady_clock::time_point last_renew_{};
   bool leading_ = false;
 };
+
+// The Lease object created for `lease` (namespace and name set) with `spec`, owned by `owner`
+// when given.
+core::Json NewLeaseObject(const ResourceRef& lease, const core::Json& spec,
+                          const std::optional<OwnerReference>& owner);
 
 // Kubernetes MicroTime ("2026-01-02T03:04:05.123456Z") for a system clock time.
 std::string FormatMicroTime(std::chrono::system_clock::time_point time);

@@ -95,6 +95,7 @@ class Manager::Impl {
       election.renew_deadline = options_.renew_deadline;
       election.retry_period = options_.retry_period;
       election.release_on_stop = options_.release_lease_on_stop;
+      election.owner = options_.owner;
       election.on_started_leading = [this, &elected](const kube::StopToken& leading) {
         Lead(elected, leading);
       };

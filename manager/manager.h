@@ -8,11 +8,13 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 #include "manager/controller.h"
 
@@ -31,6 +33,8 @@ struct ManagerOptions {
   std::chrono::milliseconds retry_period{2000};
   // A stop hands the lease over at once; false leaves it to expire, as a killed process does.
   bool release_lease_on_stop = true;
+  // The Lease's owner (the controller's ServiceAccount): deleted with it on uninstall.
+  std::optional<kube::OwnerReference> owner;
   // How long a controller waits for its caches before reconciling anyway. A kind whose CRD is
   // not installed does not count (it is reported not served at once, and managed once served);
   // this bounds the wait for one that cannot be listed at all (RBAC, say).

@@ -104,6 +104,22 @@ void WriteAtomically(const std::string& path, const std::string& content, mode_t
 
 }  // namespace
 
+Json NewCertSecret(const WebhookCertOptions& options,
+                   const std::map<std::string, std::string>& data) {
+  Json object = {{"apiVersion", "v1"},
+                 {"kind", "Secret"},
+                 {"metadata",
+                  {{"name", options.secret_name},
+                   {"namespace", options.namespace_},
+                   {"labels",
+                    {{"app.kubernetes.io/name", "ncclguard"},
+                     {"app.kubernetes.io/component", "webhook-certificates"}}}}},
+                 {"type", "kubernetes.io/tls"},
+                 {"data", EncodeData(data)}};
+  kube::AddOwnerReference(object, options.owner);
+  return object;
+}
+
 WebhookCertManager::WebhookCertManager(kube::Client client, WebhookCertOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
   if (options_.secret_name.empty()) throw CertError("the certificate Secret needs a name");
@@ -177,20 +193,11 @@ void WebhookCertManager::SyncOnce() {
           ApplyCertAction(decision, data, Now(), hosts_, options_.lifetimes);
       try {
         if (!secret) {
-          Json object = {{"apiVersion", "v1"},
-                         {"kind", "Secret"},
-                         {"metadata",
-                          {{"name", options_.secret_name},
-                           {"namespace", options_.namespace_},
-                           {"labels",
-                            {{"app.kubernetes.io/name", "ncclguard"},
-                             {"app.kubernetes.io/component", "webhook-certificates"}}}}},
-                         {"type", "kubernetes.io/tls"},
-                         {"data", EncodeData(updated)}};
-          client_.Create(ref.Named("").In(options_.namespace_), object);
+          client_.Create(ref.Named("").In(options_.namespace_), NewCertSecret(options_, updated));
         } else {
           Json object = *secret;
           object["data"] = EncodeData(updated);
+          kube::AddOwnerReference(object, options_.owner);
           client_.Update(ref, object);
         }
       } catch (const kube::ApiError& e) {
@@ -205,6 +212,16 @@ void WebhookCertManager::SyncOnce() {
                                                  {"reason", decision.reason}});
       data = std::move(updated);
       EnsureBundle(data.at(kCaCertKey));
+    } else if (Json object = *secret; kube::AddOwnerReference(object, options_.owner)) {
+      // A Secret from before owner references (an upgraded install): only the owner added.
+      try {
+        client_.Update(ref, object);
+      } catch (const kube::ApiError& e) {
+        if (e.code() == kube::ErrorCode::kConflict && attempt < 5) continue;
+        throw;
+      }
+      log::Info("webhook certificate Secret owner reference added",
+                {{"secret", ref.Describe()}, {"owner", options_.owner->ToJson()}});
     } else {
       log::Debug("webhook certificates current",
                  {{"secret", ref.Describe()}, {"reason", decision.reason}});

@@ -8,11 +8,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "kube/client.h"
+#include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 #include "manager/webhook_certs.h"
 
@@ -34,7 +38,15 @@ struct WebhookCertOptions {
   // Called after new certificate files were written, before CertificateReady() turns true:
   // the server loads them at once (WebhookServer::ReloadCertificateNow).
   std::function<void()> files_written;
+  // Set on the Secret when created, and added to one without it, so that the garbage collector
+  // deletes the Secret (and the CA key in it) with its owner. None: no owner reference.
+  std::optional<kube::OwnerReference> owner;
 };
+
+// The certificate Secret created with `data` (decoded values, e.g. from ApplyCertAction): type
+// kubernetes.io/tls, labelled, owned by options.owner when set.
+core::Json NewCertSecret(const WebhookCertOptions& options,
+                         const std::map<std::string, std::string>& data);
 
 class WebhookCertManager {
  public:

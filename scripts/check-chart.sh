@@ -252,6 +252,10 @@ for v in list watch create patch; do can yes $c $v events.events.k8s.io team-opt
 for r in nodevalidations.ncclguard.io ncclpolicies.ncclguard.io; do for v in list watch; do can yes $c $v $r; done; done
 can yes $c patch ncclpolicies.ncclguard.io:status
 can no $c update ncclpolicies.ncclguard.io:status
+can yes $c get serviceaccounts/ncclguard-controller "$ns"
+for v in list watch update patch delete; do can no $c $v serviceaccounts "$ns"; done
+can no $c get serviceaccounts/ncclguard-probe "$ns"
+can no $c get serviceaccounts/ncclguard-controller team-opted-in
 can yes $c create leases.coordination.k8s.io "$ns"
 for v in get update; do can yes $c $v leases.coordination.k8s.io/ncclguard-controller "$ns"; done
 for v in get update; do can yes $c $v secrets/ncclguard-webhook-tls "$ns"; done
@@ -383,7 +387,10 @@ else
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   point_webhooks_at "https://127.0.0.1:$port"
   mkdir -p "$work/certs"
-  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-certs timeout 120 "$ncclguard" controller \
+  # Now with its ServiceAccount as the owner (the chart sets POD_SERVICE_ACCOUNT): the Secret is
+  # created owned by it, the Lease the run above created unowned gets it.
+  POD_NAMESPACE=$ns POD_NAME=ncclguard-controller-certs POD_SERVICE_ACCOUNT=ncclguard-controller \
+    timeout 120 "$ncclguard" controller \
     --kubeconfig "$work/controller.kubeconfig" --leader-elect=true --lease-name=ncclguard-controller \
     --webhook-listen="127.0.0.1:$port" --webhook-cert-secret=ncclguard-webhook-tls --cert-dir="$work/certs" \
     --webhook-service=ncclguard-webhook --webhook-configuration=ncclguard --webhook-host=127.0.0.1 \
@@ -397,6 +404,14 @@ else
     pass "controller as ncclguard-controller: Secret ncclguard-webhook-tls created, caBundle in both configurations"
   else
     fail "no Secret or caBundle"; cat "$work/controller-certs.log"
+  fi
+  sa_uid=$(k -n "$ns" get serviceaccount ncclguard-controller -o jsonpath='{.metadata.uid}')
+  owned() { [[ $(k -n "$ns" get "$1" -o jsonpath='{.metadata.ownerReferences[*].uid}') == "$sa_uid" ]]; }
+  if [[ -n $sa_uid ]] && eventually 30 owned secret/ncclguard-webhook-tls &&
+    eventually 30 owned lease.coordination.k8s.io/ncclguard-controller; then
+    pass "Secret ncclguard-webhook-tls and Lease ncclguard-controller owned by ServiceAccount ncclguard-controller ($sa_uid)"
+  else
+    fail "Secret or Lease not owned by ServiceAccount ncclguard-controller ($sa_uid)"; grep -i owner "$work/controller-certs.log" | head -3
   fi
   # kube-apiserver verifies the controller's serving certificate against that bundle.
   mutated() {

@@ -4,10 +4,12 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "kube/event_recorder.h"
 #include "kube/leader_election.h"
+#include "kube/owner_reference.h"
 #include "kube_test_support.h"
 
 namespace ncclguard::testenv {
@@ -20,8 +22,9 @@ using Steady = std::chrono::steady_clock;
 class Replica {
  public:
   Replica(const kube::ClientConfig& config, const std::string& ns, const std::string& identity,
-          bool release_on_stop) {
+          bool release_on_stop, std::optional<kube::OwnerReference> owner = std::nullopt) {
     kube::LeaderElectionOptions options;
+    options.owner = std::move(owner);
     options.lease_namespace = ns;
     options.lease_name = "ncclguard-controller";
     options.identity = identity;
@@ -107,6 +110,50 @@ TEST_F(KubeClientTest, ALeaderWhoseLeaseIsTakenStopsLeadingAtOnce) {
   EXPECT_LT(Steady::now() - taken, 1500ms) << "must stop at the next renew, not after the deadline";
   EXPECT_FALSE(a.elector().IsLeader());
   EXPECT_TRUE(a.stopped_leading());
+}
+
+// The Lease is owned by the controller's ServiceAccount (so that the garbage collector deletes
+// it on uninstall): set when created, added to a Lease from before owner references.
+TEST_F(KubeClientTest, TheLeaseIsOwnedByTheServiceAccountWhetherCreatedOrFoundWithoutAnOwner) {
+  const kube::ResourceRef accounts{"", "v1", "serviceaccounts", true, namespace_, ""};
+  const core::Json account = client_->Create(
+      accounts, {{"apiVersion", "v1"},
+                 {"kind", "ServiceAccount"},
+                 {"metadata", {{"name", "ncclguard-controller"}, {"namespace", namespace_}}}});
+  const std::string uid = account["metadata"]["uid"];
+  const std::optional<kube::OwnerReference> owner =
+      kube::ServiceAccountOwner(*client_, namespace_, "ncclguard-controller");
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->uid, uid);
+  // One that is not there (or cannot be read): no owner, no exception.
+  EXPECT_FALSE(kube::ServiceAccountOwner(*client_, namespace_, "missing").has_value());
+
+  const kube::ResourceRef lease_ref =
+      kube::resources::Leases().In(namespace_).Named("ncclguard-controller");
+  const core::Json expected = core::Json::array({{{"apiVersion", "v1"},
+                                                  {"kind", "ServiceAccount"},
+                                                  {"name", "ncclguard-controller"},
+                                                  {"uid", uid}}});
+  auto owners = [&] {
+    return client_->Get(lease_ref)["metadata"].value("ownerReferences", core::Json::array());
+  };
+
+  // A free Lease left by a version without owner references.
+  client_->Create(kube::resources::Leases().In(namespace_),
+                  kube::NewLeaseObject(lease_ref, {{"holderIdentity", ""}}, std::nullopt));
+  ASSERT_EQ(owners(), core::Json::array());
+  {
+    Replica a(client_->config(), namespace_, "replica-a", true, owner);
+    ASSERT_TRUE(Eventually([&] { return a.leading(); }, 10s));
+    EXPECT_EQ(owners(), expected);
+  }
+
+  // None yet: created with the owner.
+  client_->Delete(lease_ref);
+  Replica b(client_->config(), namespace_, "replica-b", true, owner);
+  ASSERT_TRUE(Eventually([&] { return b.leading(); }, 10s));
+  EXPECT_EQ(owners(), expected);
+  EXPECT_EQ(client_->Get(lease_ref)["spec"]["holderIdentity"], "replica-b");
 }
 
 TEST_F(KubeClientTest, RepeatedEventsIncrementTheSeriesInsteadOfPiling) {

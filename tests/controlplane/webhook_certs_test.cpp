@@ -19,6 +19,7 @@
 #include "controlplane_env.h"
 #include "https_client.h"
 #include "kube/config.h"
+#include "kube/owner_reference.h"
 #include "manager/webhook_cert_manager.h"
 #include "served_webhook.h"
 #include "test_kube_client.h"
@@ -356,6 +357,47 @@ TEST_F(WebhookCertsTest, MalformedOrDeletedSecretIsReplacedAndServingResumes) {
       seconds(20)));
   EXPECT_TRUE(
       Eventually([&] { return BundlePublished() && PodMutated("after-delete"); }, seconds(30)));
+}
+
+// The Secret (with the CA key) is owned by the controller's ServiceAccount, so that the
+// garbage collector deletes it on uninstall: one from before owner references gets the owner
+// with its certificates kept; one created anew carries it.
+TEST_F(WebhookCertsTest, TheSecretIsOwnedByTheServiceAccountWhetherFoundOrCreated) {
+  const std::string path = "/api/v1/namespaces/" + system_ + "/secrets/" + kSecret;
+  KubeResponse created = admin_->Post("/api/v1/namespaces/" + system_ + "/serviceaccounts",
+                                      {{"apiVersion", "v1"},
+                                       {"kind", "ServiceAccount"},
+                                       {"metadata", {{"name", "ncclguard-controller"}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string uid = created.Json()["metadata"]["uid"];
+  const json expected = json::array({{{"apiVersion", "v1"},
+                                      {"kind", "ServiceAccount"},
+                                      {"name", "ncclguard-controller"},
+                                      {"uid", uid}}});
+  auto owners = [&] {
+    KubeResponse secret = admin_->Get(path);
+    return secret.status == 200 ? secret.Json()["metadata"].value("ownerReferences", json())
+                                : json();
+  };
+
+  // An install from before owner references.
+  auto unowned = std::make_unique<ControllerWebhook>(info_, Options());
+  EXPECT_TRUE(owners().is_null()) << owners();
+  const auto before = SecretData();
+  unowned.reset();
+
+  kube::Client client(kube::LoadKubeConfigFile(info_.kubeconfig));
+  manager::WebhookCertOptions options = Options();
+  options.owner = kube::ServiceAccountOwner(client, system_, "ncclguard-controller");
+  ASSERT_TRUE(options.owner.has_value());
+  ControllerWebhook owned(info_, options);
+  ASSERT_TRUE(Eventually([&] { return owners() == expected; }, seconds(20))) << owners();
+  EXPECT_EQ(SecretData(), before) << "adding the owner must keep the certificates";
+
+  ASSERT_EQ(admin_->Delete(path).status, 200);
+  ASSERT_TRUE(Eventually([&] { return SecretData().contains("ca.crt"); }, seconds(20)));
+  EXPECT_NE(SecretData().at("ca.crt"), before.at("ca.crt"));
+  EXPECT_EQ(owners(), expected);
 }
 
 TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertificates) {

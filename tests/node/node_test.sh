@@ -324,23 +324,37 @@ else
 fi
 
 # ---------------------------------------------------------------- 4. helm uninstall
+# What the controller created at run time (the certificate Secret with the CA key, the Lease) is
+# owned by its ServiceAccount, which Helm deletes: the garbage collector then deletes them.
+sa_uid="$(k -n "$ns" get serviceaccount ncclguard-controller -o jsonpath='{.metadata.uid}')"
+owned_by_sa() { # KIND/NAME: its ownerReferences name the controller's ServiceAccount by uid
+  [[ -n "$sa_uid" && "$(k -n "$ns" get "$1" -o jsonpath='{range .metadata.ownerReferences[*]}{.kind}/{.name}/{.uid} {end}')" == *"ServiceAccount/ncclguard-controller/$sa_uid "* ]]
+}
+for object in secret/ncclguard-webhook-tls lease.coordination.k8s.io/ncclguard-controller; do
+  if owned_by_sa "$object"; then
+    pass "$object is owned by ServiceAccount ncclguard-controller ($sa_uid)"
+  else
+    fail "$object is not owned by ServiceAccount ncclguard-controller ($sa_uid): $(k -n "$ns" get "$object" -o jsonpath='{.metadata.ownerReferences}' 2>&1)"
+  fi
+done
 if helm uninstall ncclguard -n "$ns" --wait --timeout 120s >"$work/uninstall.log" 2>&1; then
   pass "helm uninstall --wait"
 else
   fail "helm uninstall"; cat "$work/uninstall.log"
 fi
-# What helm does not delete, as the chart's NOTES say: the CRDs (and so the NodeValidations),
-# and what the controller itself created in the namespace: the webhook certificate Secret and
-# the leader Lease (released). Anything else left is a failure.
+# What helm does not delete, as the chart's NOTES say: the CRDs (and so the NodeValidations).
+# The Secret and Lease the controller created go with its ServiceAccount (garbage collector).
+# Anything else left is a failure.
 left_after_uninstall() {
   { k get mutatingwebhookconfigurations,validatingwebhookconfigurations,clusterroles,clusterrolebindings,ncclpolicies -o name | grep ncclguard
     k -n "$ns" get all,secrets,configmaps,leases,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets -o name 2>/dev/null |
-      grep -vx 'serviceaccount/default\|configmap/kube-root-ca.crt\|secret/ncclguard-webhook-tls\|lease.coordination.k8s.io/ncclguard-controller'
+      grep -vx 'serviceaccount/default\|configmap/kube-root-ca.crt'
   } || true
 }
 gone() { [[ -z "$(left_after_uninstall)" ]]; }
-if eventually 60 gone; then
-  pass "after uninstall: no webhook configuration, RBAC, workload, Service or NcclPolicy of ncclguard left (the controller's Secret ncclguard-webhook-tls and Lease stay, as NOTES.txt says)"
+# A generous bound: the garbage collector acts within seconds of the ServiceAccount's deletion.
+if eventually 120 gone; then
+  pass "after uninstall: no webhook configuration, RBAC, workload, Service, NcclPolicy, certificate Secret (CA key) or Lease of ncclguard left"
 else
   fail "left after uninstall: $(left_after_uninstall | tr '\n' ' ')"
 fi

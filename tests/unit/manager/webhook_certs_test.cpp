@@ -9,6 +9,9 @@
 #include <map>
 #include <string>
 
+#include "kube/config.h"
+#include "manager/webhook_cert_manager.h"
+
 namespace ncclguard::manager {
 namespace {
 
@@ -227,6 +230,33 @@ TEST(WebhookCerts, HostsThatAreNeitherNamesNorAddressesAreRefused) {
   EXPECT_THROW(CheckHosts({"a,DNS:evil"}), CertError);
   EXPECT_THROW(CheckHosts({"two words"}), CertError);
   EXPECT_THROW(CheckHosts({""}), CertError);
+}
+
+// The Secret holds the CA key: with an owner configured it carries the owner reference the
+// garbage collector deletes it by on uninstall; without one (tests, a CLI outside a cluster),
+// none.
+TEST(WebhookCerts, TheCreatedSecretIsOwnedByTheConfiguredOwnerOnly) {
+  WebhookCertOptions options;
+  options.namespace_ = "ncclguard-system";
+  options.secret_name = "ncclguard-webhook-tls";
+  const Data data = Created(kStart);
+
+  const core::Json unowned = NewCertSecret(options, data);
+  EXPECT_EQ(unowned["type"], "kubernetes.io/tls");
+  EXPECT_EQ(unowned["metadata"]["name"], "ncclguard-webhook-tls");
+  EXPECT_EQ(unowned["metadata"]["namespace"], "ncclguard-system");
+  EXPECT_FALSE(unowned["metadata"].contains("ownerReferences"));
+  EXPECT_EQ(kube::DecodeBase64(unowned["data"][kCaKeyKey].get<std::string>(), "ca.key"),
+            data.at(kCaKeyKey));
+
+  options.owner = kube::OwnerReference{"v1", "ServiceAccount", "ncclguard-controller", "uid-1"};
+  const core::Json owned = NewCertSecret(options, data);
+  ASSERT_EQ(owned["metadata"]["ownerReferences"].size(), 1u);
+  EXPECT_EQ(owned["metadata"]["ownerReferences"][0], core::Json({{"apiVersion", "v1"},
+                                                                 {"kind", "ServiceAccount"},
+                                                                 {"name", "ncclguard-controller"},
+                                                                 {"uid", "uid-1"}}));
+  EXPECT_EQ(owned["data"], unowned["data"]);
 }
 
 }  // namespace
