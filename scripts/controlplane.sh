@@ -10,6 +10,10 @@
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
 #   scripts/controlplane.sh stop-apiserver | start-apiserver
 #                                    stop / start kube-apiserver alone (etcd and the URL stay)
+#   scripts/controlplane.sh source-dir MODULE@VERSION
+#                                    download MODULE@VERSION into the Go module cache (once) and
+#                                    print its directory there: upstream CRDs and manifests are
+#                                    read from it at build/test time, never copied into the repo
 #
 # Environment:
 #   NCCLGUARD_CONTROLPLANE_CACHE   binary cache (default ~/.cache/ncclguard/controlplane/<k8s version>)
@@ -174,6 +178,18 @@ cmd_build() {
     log "built $binaries in $((SECONDS - start))s"
   done
   log "binaries in $bin_dir"
+}
+
+# cmd_source_dir MODULE@VERSION: the module's read-only source tree in the Go
+# module cache, downloaded through the module proxy on first use.
+cmd_source_dir() {
+  local spec="${1:-}" go dir
+  [[ "$spec" == *@v* ]] || die "source-dir: want MODULE@VERSION (e.g. sigs.k8s.io/kueue@v0.17.0), got '$spec'"
+  go="$(find_go)"
+  dir="$(cd / && GOFLAGS=-mod=mod "$go" mod download -json "$spec" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -n "$dir" && -d "$dir" ]] || die "source-dir: the Go module proxy did not give $spec"
+  printf '%s\n' "$dir"
 }
 
 # ---------------------------------------------------------------- start/stop
@@ -559,7 +575,8 @@ main() {
     status) cmd_status ;;
     stop-apiserver) cmd_stop_apiserver ;;
     start-apiserver) cmd_start_apiserver ;;
-    *) printf 'usage: %s build [node]|start|stop|status|stop-apiserver|start-apiserver\n' "$0" >&2; exit 2 ;;
+    source-dir) cmd_source_dir "${2:-}" ;;
+    *) printf 'usage: %s build [node]|start|stop|status|stop-apiserver|start-apiserver|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

@@ -5,3 +5,8 @@
 KUBERNETES_VERSION=v1.34.4
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
+# Components the node and its tests run beside the control plane (issues 14-15):
+# built from the Go module proxy like the rest; their CRDs and manifests are read
+# from the module cache (scripts/controlplane.sh source-dir), never copied here.
+TRAINING_OPERATOR_VERSION=v1.8.1
+KUEUE_VERSION=v0.17.0
