@@ -44,6 +44,7 @@ struct WebhookOptions {
   PolicyOptions policy;
   int reload_interval_ms = 1000;
   int drain_timeout_ms = 20000;
+  int shutdown_delay_ms = 0;
   std::size_t threads = 0;  // 0: the listener's default
   std::string log_level = "info";
   std::string log_format = "auto";
@@ -120,6 +121,10 @@ struct ControllerCommandOptions {
   std::vector<std::string> webhook_hosts;
   std::string webhook_configuration = "ncclguard";
   std::string cert_dir = "/var/run/ncclguard/certs";
+  // On SIGTERM: the webhook keeps answering this long (closing each connection), then waits
+  // up to the drain timeout for requests in flight (docs/operator.md, "Upgrades").
+  int webhook_shutdown_delay_ms = 0;
+  int webhook_drain_timeout_ms = 20000;
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
 };

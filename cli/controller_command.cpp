@@ -75,6 +75,17 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
                    "where the self-managed tls.crt and tls.key are written")
       ->capture_default_str();
   command
+      ->add_option("--webhook-shutdown-delay-ms", options.webhook_shutdown_delay_ms,
+                   "on SIGTERM, the webhook keeps answering this long (each answer closing its "
+                   "connection) while the pod leaves the Service's endpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600000));
+  command
+      ->add_option("--webhook-drain-timeout-ms", options.webhook_drain_timeout_ms,
+                   "on SIGTERM, how long in-flight admissions may take after the delay")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600000));
+  command
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
@@ -82,6 +93,11 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
 }
 
 namespace {
+
+void SetShutdown(const ControllerCommandOptions& options, webhook::ServerConfig& config) {
+  config.shutdown_delay = std::chrono::milliseconds(options.webhook_shutdown_delay_ms);
+  config.drain_timeout = std::chrono::milliseconds(options.webhook_drain_timeout_ms);
+}
 
 // The flag combinations that cannot work, as one line; empty when fine.
 std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
@@ -171,6 +187,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     };
     webhook::ServerConfig webhook_config =
         WebhookServerConfig(options.webhook_listen, "", "", policy);
+    SetShutdown(options, webhook_config);
     try {
       certs = std::make_unique<manager::WebhookCertManager>(kube::Client(config),
                                                             std::move(cert_options));
@@ -189,6 +206,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   } else if (!options.tls_cert_file.empty()) {
     webhook::ServerConfig webhook_config = WebhookServerConfig(
         options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
+    SetShutdown(options, webhook_config);
     try {
       server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
       server->Start();
@@ -199,13 +217,15 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   }
 
   std::atomic<bool> signalled{false};
-  std::thread signal_waiter([&signals, &signalled, stop] {
+  std::thread signal_waiter([&signals, &signalled, &server, stop] {
     int received = 0;
     sigwait(&signals, &received);
     signalled = true;
     if (received == SIGTERM || received == SIGINT) {
       log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
                 "; stopping reconciles and releasing the lease");
+      // The webhook's shutdown delay runs while the manager stops and releases the lease.
+      if (server) server->BeginShutdown();
     }
     stop.Stop();
   });

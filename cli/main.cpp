@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
   webhook
+      ->add_option("--shutdown-delay-ms", webhook_options.shutdown_delay_ms,
+                   "on SIGTERM, keep answering this long (each answer closing its connection) "
+                   "while the pod leaves the Service's endpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600000));
+  webhook
       ->add_option("--threads", webhook_options.threads,
                    "listener threads (default: the listener's own default)")
       ->check(CLI::Range(1, 256));

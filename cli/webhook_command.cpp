@@ -43,6 +43,7 @@ int RunWebhook(const WebhookOptions& options) {
                                         options.exempt_namespaces.end());
   config.reload_interval = std::chrono::milliseconds(options.reload_interval_ms);
   config.drain_timeout = std::chrono::milliseconds(options.drain_timeout_ms);
+  config.shutdown_delay = std::chrono::milliseconds(options.shutdown_delay_ms);
 
   log::ConfigureFromFlags(options.log_level, options.log_format);
   if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);

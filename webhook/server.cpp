@@ -151,9 +151,11 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
   void Reply(status_code code, std::string body, const std::string& content_type,
              bool close = false) {
     http_response response(code);
-    if (close || server_.draining_.load()) {
-      response.headers().add(header_names::connection, "close");
+    if (server_.draining_.load()) {
+      ++server_.answered_draining_;
+      close = true;
     }
+    if (close) response.headers().add(header_names::connection, "close");
     response.set_body(std::move(body), content_type);
     request_.reply(response).then([hold = shared_from_this()](pplx::task<void> written) {
       try {
@@ -299,17 +301,33 @@ void WebhookServer::Start() {
             {{"listen", config_.listen}, {"certificate", CurrentCertificate()->Subject()}});
 }
 
-void WebhookServer::Shutdown() {
-  if (!listener_->listener || draining_.exchange(true)) return;
+void WebhookServer::BeginShutdown() {
+  if (!listener_->listener) return;
+  // The start time is set before draining_, so whoever sees draining_ also sees when it began.
+  std::int64_t unset = 0;
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (!draining_since_ns_.compare_exchange_strong(unset, now)) return;
   ready_ = false;
-  const auto deadline = std::chrono::steady_clock::now() + config_.drain_timeout;
-  while (in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+  draining_ = true;
+  log::Info("webhook draining", {{"shutdownDelayMs", config_.shutdown_delay.count()},
+                                 {"drainTimeoutMs", config_.drain_timeout.count()}});
+}
+
+void WebhookServer::Shutdown() {
+  if (!listener_->listener || closed_.exchange(true)) return;
+  BeginShutdown();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point since{Clock::duration{draining_since_ns_.load()}};
+  const Clock::time_point delay_end = since + config_.shutdown_delay;
+  const Clock::time_point deadline = delay_end + config_.drain_timeout;
+  while (Clock::now() < delay_end || (in_flight_.load() > 0 && Clock::now() < deadline)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const int abandoned = in_flight_.load();
   listener_->listener->close().wait();
   listener_->listener.reset();
-  log::Info("webhook stopped", {{"abandonedRequests", abandoned}});
+  log::Info("webhook stopped", {{"answeredWhileDraining", answered_draining_.load()},
+                                {"abandonedRequests", abandoned}});
 }
 
 void WebhookServer::Handle(void* raw_request) {

@@ -38,6 +38,11 @@ struct ServerConfig {
   std::function<bool()> ready_gate;
   // On shutdown, how long in-flight requests may take to finish.
   std::chrono::milliseconds drain_timeout{20000};
+  // On shutdown, how long the server keeps answering (each answer closing its connection) before
+  // it closes the listener. In a cluster the pod leaves the Service's endpoints while it is told
+  // to stop, and the API server keeps pooled keep-alive connections to it: closing at once makes
+  // the next admission on such a connection fail ("broken pipe", EOF). Counted from BeginShutdown.
+  std::chrono::milliseconds shutdown_delay{0};
 };
 
 class WebhookServer {
@@ -50,8 +55,12 @@ class WebhookServer {
 
   // Starts listening; throws std::runtime_error when the address cannot be bound.
   void Start();
-  // Graceful: /readyz turns 503, in-flight requests finish (up to drain_timeout), then the
-  // listener closes. Idempotent.
+  // Starts the graceful shutdown without waiting: /readyz turns 503 and every answer from now
+  // on closes its connection, so clients stop reusing pooled ones. Idempotent.
+  void BeginShutdown();
+  // Graceful: BeginShutdown, then the server keeps answering until shutdown_delay has passed
+  // since BeginShutdown and no request is in flight (at most drain_timeout after the delay), then
+  // the listener closes. Idempotent.
   void Shutdown();
 
   // Loads the certificate files now if they changed (a writer that knows it replaced them calls
@@ -92,6 +101,9 @@ class WebhookServer {
 
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<std::int64_t> draining_since_ns_{0};  // steady clock, set by BeginShutdown
+  std::atomic<bool> closed_{false};
+  std::atomic<int> answered_draining_{0};
   std::atomic<int> in_flight_{0};
 };
 

@@ -372,5 +372,29 @@ TEST(WebhookServerShutdown, InFlightRequestsFinishBeforeTheListenerCloses) {
   EXPECT_NE(response.find("Connection: close"), std::string::npos);
 }
 
+// In a cluster the pod leaves the Service's endpoints while it is told to stop, and the API
+// server still holds keep-alive connections to it: the server must keep answering through the
+// shutdown delay, closing each connection so that the client stops reusing it.
+TEST(WebhookServerShutdown, KeepsAnsweringThroughTheShutdownDelayClosingEachConnection) {
+  ServedWebhook webhook(
+      [](ServerConfig& config) { config.shutdown_delay = std::chrono::milliseconds(5000); });
+  const std::string body = Review(BarePod()).dump();
+  std::thread shutdown([&] { webhook.server().Shutdown(); });
+  ASSERT_TRUE(Eventually([&] { return !webhook.server().Ready(); }));
+  EXPECT_EQ(Fetch(webhook.Url("/readyz"), webhook.ca_file(), "", {.method = "GET"}).status, 503);
+  RawTlsClient client(webhook.port());
+  client.Send(
+      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string response = client.ReadAll(4000);
+  EXPECT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response;
+  EXPECT_NE(response.find("\"uid\":\"uid-1\""), std::string::npos);
+  EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
+  shutdown.join();
+  EXPECT_FALSE(Fetch(webhook.Url("/mutate"), webhook.ca_file(), body).error.empty())
+      << "the listener still answers after Shutdown returned";
+}
+
 }  // namespace
 }  // namespace ncclguard::webhook::testing
