@@ -10,6 +10,8 @@
 #   2. a PyTorchJob that cannot be fixed: denied, with guide links;
 #   3. the gate: held while a node fails its EFA check, released once the probe says Pass.
 # Then cleans everything up. `--keep` leaves it running for you to explore.
+# `--cluster`: the same job on a real single-node cluster instead (scripts/demo-cluster.sh:
+# kubelet, CoreDNS, the Kubeflow training operator making the pods, helm install; as root).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,8 +23,9 @@ keep=false
 for arg in "$@"; do
   case $arg in
     --keep) keep=true ;;
+    --cluster) exec "$root/scripts/demo-cluster.sh" "$@" ;;
     -h | --help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
