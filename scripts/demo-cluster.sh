@@ -20,6 +20,7 @@ for arg in "$@"; do
   case $arg in
     --keep) keep=true ;;
     --cluster) ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo-cluster.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -91,9 +92,10 @@ kubectl label namespace ml ncclguard.io/enabled=true >/dev/null
 note "namespace ml opted in to ncclguard (label ncclguard.io/enabled=true)"
 
 say "5. kubectl apply: examples/pytorchjob-broken.yaml, sized for this node"
-# Half a p5 per pod (4 GPUs, 4 processes) so Master and Worker fit on one node, a memory limit this machine
-# has, and an image the node has (no registry): the Master listens on the rendezvous port, the
-# Worker connects to it through the MASTER_ADDR it was given, then both stay up.
+# Half a p5 per pod (4 GPUs, 4 processes) so Master and Worker fit on one node, a memory limit
+# this machine has, and an image the node has (no registry): the Master listens on the
+# rendezvous port, the Worker connects to it through the MASTER_ADDR it was given, then both
+# stay up.
 python3 - "$root/examples/pytorchjob-broken.yaml" "$image" >"$work/job.yaml" <<'PY'
 import sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))

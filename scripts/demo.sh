@@ -72,8 +72,13 @@ eval "$("$root/scripts/controlplane.sh" start)" || fail "the control plane did n
 note "KUBECONFIG=$KUBECONFIG"
 
 say "2. Installing the Helm chart's objects (manifests/: the chart rendered with default values)"
-# Minimal copies of the Kubeflow and JobSet CRDs stand in for the training operators.
-kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" >/dev/null
+# The Kubeflow training operator's PyTorchJob CRD (from the Go module cache); minimal MPIJob
+# (v2beta1) and JobSet CRDs stand in for theirs.
+# shellcheck source=controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" \
+  -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null
 kubectl apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
 note "CRDs, namespace ncclguard-system, service accounts, RBAC, webhook configurations, NcclPolicy"
