@@ -5,6 +5,8 @@
 #   scripts/controlplane.sh build    build the binaries once per machine (cached)
 #   scripts/controlplane.sh build node   also kubelet, kube-scheduler,
 #                                    kube-controller-manager and kube-proxy (scripts/node.sh)
+#   scripts/controlplane.sh build training   also the Kubeflow training operator and CoreDNS
+#                                    (the node's training jobs and cluster DNS, issue 14)
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
@@ -155,7 +157,9 @@ cmd_build() {
   case "$what" in
     "") ;;
     node) specs+=("node|kubelet kube-scheduler kube-controller-manager kube-proxy|./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager ./cmd/kube-proxy") ;;
-    *) die "build: unknown component '$what' (known: node)" ;;
+    training) specs+=("training|training-operator.v1|github.com/kubeflow/training-operator/cmd/training-operator.v1"
+      "coredns|coredns|.") ;;
+    *) die "build: unknown component '$what' (known: node, training)" ;;
   esac
   for spec in "${specs[@]}"; do
     IFS='|' read -r module binaries packages <<<"$spec"
@@ -576,7 +580,7 @@ main() {
     stop-apiserver) cmd_stop_apiserver ;;
     start-apiserver) cmd_start_apiserver ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [node]|start|stop|status|stop-apiserver|start-apiserver|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [node|training]|start|stop|status|stop-apiserver|start-apiserver|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

@@ -10,6 +10,8 @@
 #   2. a PyTorchJob that cannot be fixed: denied, with guide links;
 #   3. the gate: held while a node fails its EFA check, released once the probe says Pass.
 # Then cleans everything up. `--keep` leaves it running for you to explore.
+# `--cluster`: the same job on a real single-node cluster instead (scripts/demo-cluster.sh:
+# kubelet, CoreDNS, the Kubeflow training operator making the pods, helm install; as root).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,8 +23,9 @@ keep=false
 for arg in "$@"; do
   case $arg in
     --keep) keep=true ;;
+    --cluster) exec "$root/scripts/demo-cluster.sh" "$@" ;;
     -h | --help)
-      sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -69,8 +72,13 @@ eval "$("$root/scripts/controlplane.sh" start)" || fail "the control plane did n
 note "KUBECONFIG=$KUBECONFIG"
 
 say "2. Installing the Helm chart's objects (manifests/: the chart rendered with default values)"
-# Minimal copies of the Kubeflow and JobSet CRDs stand in for the training operators.
-kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" >/dev/null
+# The Kubeflow training operator's PyTorchJob CRD (from the Go module cache); minimal MPIJob
+# (v2beta1) and JobSet CRDs stand in for theirs.
+# shellcheck source=controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" \
+  -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null
 kubectl apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
 note "CRDs, namespace ncclguard-system, service accounts, RBAC, webhook configurations, NcclPolicy"

@@ -4,10 +4,11 @@
 # all inside a network namespace of their own that has no interface leading out of
 # it, and a mount namespace of their own whose mounts vanish with them.
 #
-#   scripts/node.sh build     build/cache the binaries (scripts/controlplane.sh build node)
-#                             and the pause image
+#   scripts/node.sh build     build/cache the binaries (scripts/controlplane.sh build node and
+#                             build training) and the pause, CoreDNS and training-operator images
 #   scripts/node.sh start     start the node; stdout is eval-able (KUBECONFIG, PATH with
-#                             kubectl and helm); returns once the Node is Ready
+#                             kubectl and helm); returns once the Node is Ready and its
+#                             cluster DNS (CoreDNS, kube-system/kube-dns) answers
 #   scripts/node.sh stop      stop everything start started; leaves no process, mount,
 #                             network namespace, veth, cgroup or iptables rule
 #   scripts/node.sh status    what runs and what is left over (exit 0 only when it runs)
@@ -56,6 +57,11 @@ pod_gateway=10.244.0.1
 service_cidr=10.96.0.0/24
 kubernetes_service_ip=10.96.0.1
 pause_image="localhost/ncclguard-node/pause:1"
+# The cluster DNS (scripts/node/coredns.yaml) and the Kubeflow training operator
+# (scripts/training-operator.sh installs it): static binaries in images of their own.
+dns_ip=10.96.0.10
+coredns_image="localhost/ncclguard-node/coredns:$COREDNS_VERSION"
+training_operator_image="localhost/ncclguard-node/training-operator:$TRAINING_OPERATOR_VERSION"
 marker_file=".ncclguard-node"
 
 log() { printf 'node: %s\n' "$*" >&2; }
@@ -90,10 +96,38 @@ build_pause_image() {
   log "pause image built: $pause_archive"
 }
 
+# build_binary_image <archive> <reference> <binary> <path in image>: a static binary alone
+# in an image (FROM scratch), saved as a docker-archive; rebuilt when the binary changes.
+build_binary_image() {
+  local archive="$1" reference="$2" binary="$3" path="$4" hash ctr
+  hash="$({ sha256sum "$binary"; printf '%s %s\n' "$reference" "$path"; declare -f build_binary_image; } | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$archive" && -f "$archive.stamp" && "$(cat "$archive.stamp")" == "$hash" ]]; then
+    log "$reference: up to date"
+    return 0
+  fi
+  mkdir -p "$image_cache"
+  ctr="$(buildah from scratch)"
+  buildah copy --chmod 0755 "$ctr" "$binary" "$path" >/dev/null
+  buildah config --entrypoint "[\"$path\"]" "$ctr"
+  buildah commit -q --rm "$ctr" "$reference" >/dev/null
+  rm -f "$archive.tmp"
+  buildah push -q "$reference" "docker-archive:$archive.tmp:$reference" >/dev/null
+  mv -f "$archive.tmp" "$archive"
+  printf '%s\n' "$hash" >"$archive.stamp"
+  log "$reference built: $archive"
+}
+
+coredns_archive="$image_cache/coredns-$COREDNS_VERSION.tar"
+training_operator_archive="$image_cache/training-operator-$TRAINING_OPERATOR_VERSION.tar"
+
 cmd_build() {
   "$script_dir/bootstrap.sh" --node-only
   "$script_dir/controlplane.sh" build node
+  "$script_dir/controlplane.sh" build training
   build_pause_image
+  build_binary_image "$coredns_archive" "$coredns_image" "$bin_dir/coredns" /coredns
+  build_binary_image "$training_operator_archive" "$training_operator_image" \
+    "$bin_dir/training-operator.v1" /manager
 }
 
 # ---------------------------------------------------------------- processes
@@ -282,8 +316,8 @@ write_configs() {
   for name in kubelet kube-scheduler kube-controller-manager kube-proxy; do
     write_kubeconfig "$c/$name.kubeconfig" "$in_ns" "$name"
   done
-  # No DNS server exists on the node; pods get an empty resolv.conf rather than
-  # the host's, whose resolvers are unreachable from the namespace anyway.
+  # Pods resolve through the cluster DNS (clusterDNS, CoreDNS); the node itself has no
+  # resolver: an empty resolv.conf rather than the host's, unreachable from the namespace.
   : >"$c/resolv.conf"
 
   cat >"$c/containerd.toml" <<TOML
@@ -368,6 +402,7 @@ containerRuntimeEndpoint: unix://$state_dir/containerd.sock
 podLogsDir: $state_dir/pod-logs
 resolvConf: $c/resolv.conf
 clusterDomain: cluster.local
+clusterDNS: [$dns_ip]
 # The images cannot be pulled again (no registry): never collect them, and keep
 # the node schedulable on a nearly full disk.
 imageGCHighThresholdPercent: 100
@@ -426,6 +461,8 @@ require() {
     [[ -x "$bin_dir/$b" ]] || die "not built: run scripts/node.sh build (missing $bin_dir/$b)"
   done
   [[ -f "$pause_archive" ]] || die "no pause image: run scripts/node.sh build"
+  [[ -f "$coredns_archive" && -f "$training_operator_archive" ]] ||
+    die "no CoreDNS or training-operator image: run scripts/node.sh build"
   for b in containerd ctr runc ip iptables nsenter openssl python3 curl; do
     command -v "$b" >/dev/null || die "$b not found (scripts/bootstrap.sh installs the node's packages)"
   done
@@ -543,14 +580,28 @@ start_node_daemons() {
   launch containerd "$(command -v containerd)" --config "$state_dir/config/containerd.toml"
   rc=0; wait_until containerd "$ready_timeout" ctr --address "$state_dir/containerd.sock" version || rc=$?
   started containerd "$rc" "its socket"
-  ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$pause_archive" >/dev/null ||
-    fail_start containerd "importing the pause image failed"
+  local archive
+  for archive in "$pause_archive" "$coredns_archive" "$training_operator_archive"; do
+    ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$archive" >/dev/null ||
+      fail_start containerd "importing $archive failed"
+  done
 
   launch kubelet "$bin_dir/kubelet" --config="$state_dir/config/kubelet.yaml" \
     --kubeconfig="$state_dir/config/kubelet.kubeconfig" --root-dir="$state_dir/kubelet" \
     --hostname-override="$node_name" --node-ip="$node_ip" \
     --node-labels="node.kubernetes.io/instance-type=$instance_type"
   launch kube-proxy "$bin_dir/kube-proxy" --config="$state_dir/config/kube-proxy.yaml"
+}
+
+# The cluster DNS: CoreDNS (scripts/node/coredns.yaml) behind kube-system/kube-dns at $dns_ip.
+start_dns() {
+  local kubectl=("$bin_dir/kubectl" --kubeconfig "$state_dir/kubeconfig" --request-timeout=30s)
+  sed -e "s|@IMAGE@|$coredns_image|" -e "s|@DNS_IP@|$dns_ip|" "$script_dir/node/coredns.yaml" |
+    "${kubectl[@]}" apply -f - >>"$state_dir/log/coredns-apply.log" 2>&1 ||
+    fail_start coredns-apply "applying scripts/node/coredns.yaml failed"
+  "${kubectl[@]}" -n kube-system rollout status deployment/coredns --timeout="${ready_timeout}s" \
+    >>"$state_dir/log/coredns-apply.log" 2>&1 ||
+    fail_start coredns-apply "CoreDNS not Ready after ${ready_timeout}s: $("${kubectl[@]}" -n kube-system get pods -l k8s-app=kube-dns -o wide 2>&1 | tail -n1)"
 }
 
 node_ready() {
@@ -594,6 +645,7 @@ cmd_start() {
     ((SECONDS < deadline)) || fail_start kubelet "node $node_name not Ready after ${ready_timeout}s"
     sleep 0.5
   done
+  start_dns
   cat >"$state_dir/node.env" <<ENV
 KUBECONFIG=$state_dir/kubeconfig
 BIN_DIR=$bin_dir
@@ -602,11 +654,13 @@ NODE_NAME=$node_name
 NODE_IP=$node_ip
 POD_CIDR=$pod_cidr
 SERVICE_CIDR=$service_cidr
+DNS_IP=$dns_ip
+TRAINING_OPERATOR_IMAGE=$training_operator_image
 CONTAINERD_ADDRESS=$state_dir/containerd.sock
 CGROUP=$cgroup_name
 ENV
   trap - EXIT
-  log "node $node_name Ready in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
+  log "node $node_name Ready, cluster DNS at $dns_ip, in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
   printf 'export KUBECONFIG=%q\n' "$state_dir/kubeconfig"
   # shellcheck disable=SC2016 # $PATH is expanded by the eval, not here
   printf 'export PATH=%q:"$PATH"\n' "$bin_dir"

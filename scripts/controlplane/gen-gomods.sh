@@ -60,7 +60,16 @@ if [[ "${1:-}" == node ]]; then
   gen_kube node # the node's module alone, leaving the others' go.sum as they are
   exit 0
 fi
+gen_training() {
+  gen_simple training github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION"
+  gen_simple coredns github.com/coredns/coredns "$COREDNS_VERSION"
+}
+if [[ "${1:-}" == training ]]; then
+  gen_training # the training operator's and CoreDNS's modules alone
+  exit 0
+fi
 gen_kube kube
 gen_kube node
 gen_simple etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 gen_simple helm helm.sh/helm/v3 "$HELM_VERSION"
+gen_training

@@ -9,4 +9,6 @@ HELM_VERSION=v3.22.0
 # built from the Go module proxy like the rest; their CRDs and manifests are read
 # from the module cache (scripts/controlplane.sh source-dir), never copied here.
 TRAINING_OPERATOR_VERSION=v1.8.1
+# The node's cluster DNS (issue 14), built with only the plugins the node uses.
+COREDNS_VERSION=v1.15.0
 KUEUE_VERSION=v0.17.0

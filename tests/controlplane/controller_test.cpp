@@ -71,11 +71,10 @@ class ControllerTest : public ::testing::Test {
   }
 
   void Prepare(const ControlPlaneInfo& info,
-               const std::vector<std::string>& job_crds = {"pytorchjob-crd.yaml", "mpijob-crd.yaml",
-                                                           "jobset-crd.yaml"}) {
+               const std::vector<std::string>& job_kinds = {"PyTorchJob", "MPIJob", "JobSet"}) {
     info_ = info;
     client_ = std::make_unique<TestKubeClient>(info_);
-    for (const std::string& file : job_crds) ApplyCrds(*client_, TestCrdDir() + "/" + file);
+    for (const std::string& kind : job_kinds) ApplyCrds(*client_, JobCrd(kind));
     ApplyCrds(*client_, SourceDir() + "/crds/nodevalidation.yaml");
     ApplyCrds(*client_, SourceDir() + "/crds/ncclpolicy.yaml");
     namespace_ = CreateTestNamespace(*client_, "ctl", {{"ncclguard.io/enabled", "true"}});
@@ -484,11 +483,11 @@ TEST_F(ControllerTest, TheNcclPolicySaysWhetherTheControllerUsesIt) {
 // or needs other CRDs.
 class ControllerOnItsOwnControlPlane : public ControllerTest {
  protected:
-  void StartControlPlane(const std::string& name, const std::vector<std::string>& job_crds) {
+  void StartControlPlane(const std::string& name, const std::vector<std::string>& job_kinds) {
     instance_ = std::make_unique<ControlPlane>(MakeTempDir(name));
     ProcessResult started = instance_->Start();
     ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
-    Prepare(instance_->info(), job_crds);
+    Prepare(instance_->info(), job_kinds);
   }
   void TearDown() override {
     controllers_.clear();
@@ -504,9 +503,7 @@ class ControllerOnItsOwnControlPlane : public ControllerTest {
 // picked up without a restart.
 class ControllerWithOneJobCrd : public ControllerOnItsOwnControlPlane {
  protected:
-  void SetUp() override {
-    StartControlPlane("ncclguard-cp-controller-one-crd", {"pytorchjob-crd.yaml"});
-  }
+  void SetUp() override { StartControlPlane("ncclguard-cp-controller-one-crd", {"PyTorchJob"}); }
 };
 
 TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
@@ -521,7 +518,7 @@ TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
               std::chrono::duration<double>(first_service).count());
   EXPECT_TRUE(running.manager().Ready());
 
-  ApplyCrds(*client_, TestCrdDir() + "/jobset-crd.yaml");
+  ApplyCrds(*client_, JobCrd("JobSet"));
   const auto installed = std::chrono::steady_clock::now();
   ASSERT_EQ(client_->Post(JobSets(), JobSet("late", false)).status, 201);
   EXPECT_TRUE(Eventually([&] { return HasService("late"); }, 60s));
@@ -533,8 +530,7 @@ TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
 class ControllerApiServerRestart : public ControllerOnItsOwnControlPlane {
  protected:
   void SetUp() override {
-    StartControlPlane("ncclguard-cp-controller-restart",
-                      {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"});
+    StartControlPlane("ncclguard-cp-controller-restart", {"PyTorchJob", "MPIJob", "JobSet"});
   }
 };
 

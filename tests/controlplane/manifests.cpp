@@ -2,10 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
+#include <mutex>
 #include <regex>
 #include <stdexcept>
 
 #include "controlplane_env.h"
+#include "process.h"
 
 namespace ncclguard::testenv {
 namespace {
@@ -103,5 +106,48 @@ void ApplyCrds(TestKubeClient& client, const std::string& path, std::chrono::mil
 }
 
 std::string TestCrdDir() { return SourceDir() + "/tests/controlplane/crds"; }
+
+namespace {
+
+// The training operator's module dir in the Go module cache, looked up once per test binary.
+std::string TrainingOperatorDir() {
+  static std::once_flag once;
+  static std::string dir;
+  static std::string error;
+  std::call_once(once, [] {
+    const std::string versions = SourceDir() + "/scripts/controlplane/versions.sh";
+    std::ifstream in(versions);
+    std::string line, version;
+    while (std::getline(in, line)) {
+      if (line.starts_with("TRAINING_OPERATOR_VERSION=")) version = line.substr(line.find('=') + 1);
+    }
+    if (version.empty()) {
+      error = "no TRAINING_OPERATOR_VERSION in " + versions;
+      return;
+    }
+    ProcessResult found = RunProcess(
+        {ControlPlaneScript(), "source-dir", "github.com/kubeflow/training-operator@" + version});
+    while (!found.stdout_text.empty() && found.stdout_text.back() == '\n')
+      found.stdout_text.pop_back();
+    if (found.exit_code != 0 || found.stdout_text.empty()) {
+      error = "scripts/controlplane.sh source-dir github.com/kubeflow/training-operator@" +
+              version + " failed: " + found.stderr_text;
+      return;
+    }
+    dir = found.stdout_text;
+  });
+  if (dir.empty()) throw std::runtime_error(error);
+  return dir;
+}
+
+}  // namespace
+
+std::string JobCrd(const std::string& kind) {
+  if (kind == "PyTorchJob")
+    return TrainingOperatorDir() + "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml";
+  if (kind == "MPIJob") return TestCrdDir() + "/mpijob-crd.yaml";
+  if (kind == "JobSet") return TestCrdDir() + "/jobset-crd.yaml";
+  throw std::invalid_argument("JobCrd: no CRD for kind " + kind);
+}
 
 }  // namespace ncclguard::testenv

@@ -23,7 +23,14 @@ std::string CrdPath(const std::string& name);
 void ApplyCrds(TestKubeClient& client, const std::string& path,
                std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-// The CRDs under tests/controlplane/crds (PyTorchJob, MPIJob, JobSet).
+// The CRDs under tests/controlplane/crds (MPIJob, JobSet).
 std::string TestCrdDir();
+
+// The CRD file of a training-job kind. "PyTorchJob": the Kubeflow training operator's own
+// (manifests/base/crds of github.com/kubeflow/training-operator at the version pinned in
+// scripts/controlplane/versions.sh, from the Go module cache: scripts/controlplane.sh
+// source-dir). "MPIJob" (kubeflow.org/v2beta1, the mpi-operator's) and "JobSet": the minimal
+// ones in TestCrdDir(). Throws for another kind or when the module cannot be had.
+std::string JobCrd(const std::string& kind);
 
 }  // namespace ncclguard::testenv

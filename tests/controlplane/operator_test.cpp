@@ -113,8 +113,8 @@ class OperatorAgainstApiServer : public ::testing::Test {
  protected:
   void SetUp() override {
     client_ = std::make_unique<TestKubeClient>(ControlPlaneEnvironment::Info());
-    for (const char* file : {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"}) {
-      ApplyCrds(*client_, TestCrdDir() + "/" + file);
+    for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet"}) {
+      ApplyCrds(*client_, JobCrd(kind));
     }
     ApplyCrds(*client_, SourceDir() + "/crds/nodevalidation.yaml");
     ApplyCrds(*client_, SourceDir() + "/crds/ncclpolicy.yaml");

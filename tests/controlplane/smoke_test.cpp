@@ -70,8 +70,8 @@ class SmokeTest : public ::testing::Test {
     return "/apis/kubeflow.org/v1/namespaces/" + namespace_ + "/pytorchjobs";
   }
   void ApplyTrainingCrds() {
-    for (const char* file : {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"}) {
-      ApplyCrds(*client_, TestCrdDir() + "/" + file);
+    for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet"}) {
+      ApplyCrds(*client_, JobCrd(kind));
     }
   }
 
@@ -98,7 +98,7 @@ TEST_F(SmokeTest, TrainingJobCrdsBecomeEstablished) {
     EXPECT_EQ(client_->Get(CrdPath(name)).status, 200) << name;
   }
   // Applying again is a no-op, so every test binary may apply them.
-  EXPECT_NO_THROW(ApplyCrds(*client_, TestCrdDir() + "/pytorchjob-crd.yaml"));
+  EXPECT_NO_THROW(ApplyCrds(*client_, JobCrd("PyTorchJob")));
 }
 
 TEST_F(SmokeTest, CreatesPyTorchJobAndPodAndKeepsUnknownFields) {
@@ -219,11 +219,13 @@ TEST(ControlPlaneTools, KubectlVersionPrintsPinnedVersions) {
 
 TEST(ControlPlaneTools, KubectlAppliesManifests) {
   const ControlPlaneInfo& info = ControlPlaneEnvironment::Info();
-  ProcessResult applied =
-      RunProcess({info.bin_dir + "/kubectl", "apply", "--server-side", "-f", TestCrdDir()},
-                 {{"KUBECONFIG", info.kubeconfig}});
+  ProcessResult applied = RunProcess({info.bin_dir + "/kubectl", "apply", "--server-side", "-f",
+                                      TestCrdDir(), "-f", JobCrd("PyTorchJob")},
+                                     {{"KUBECONFIG", info.kubeconfig}});
   ASSERT_EQ(applied.exit_code, 0) << applied.stderr_text;
   EXPECT_NE(applied.stdout_text.find("pytorchjobs.kubeflow.org"), std::string::npos)
+      << applied.stdout_text;
+  EXPECT_NE(applied.stdout_text.find("mpijobs.kubeflow.org"), std::string::npos)
       << applied.stdout_text;
 }
 

@@ -30,7 +30,7 @@ unshare --net --mount true 2>/dev/null || skip "cannot create network and mount 
 # shellcheck source=../../scripts/controlplane/versions.sh
 source "$root/scripts/controlplane/versions.sh"
 bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
-for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm; do
+for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm coredns; do
   [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
 done
 [[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }

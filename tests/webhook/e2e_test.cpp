@@ -76,8 +76,8 @@ class WebhookEndToEnd : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     client_ = new TestKubeClient(ControlPlaneEnvironment::Info());
-    for (const char* file : {"pytorchjob-crd.yaml", "mpijob-crd.yaml", "jobset-crd.yaml"}) {
-      testenv::ApplyCrds(*client_, testenv::TestCrdDir() + "/" + file);
+    for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet"}) {
+      testenv::ApplyCrds(*client_, testenv::JobCrd(kind));
     }
     webhook_ = new ServedWebhook();
     for (WebhookKind kind : {WebhookKind::Mutating, WebhookKind::Validating}) {

@@ -111,6 +111,42 @@ TEST(Diagnoses, ImagePullFailuresOnceAcrossRetries) {
   EXPECT_TRUE(Find("image-pull-failed", {Pod("p", waiting("ContainerCreating", ""))}).empty());
 }
 
+// The messages are the real kube-scheduler's (v1.34, tests/node/training_test.sh): a node full of
+// GPU pods is short of both resources, and that is no EFA problem.
+TEST(Diagnoses, EfaUnschedulableOnlyWhereTheGpusAreThere) {
+  auto unschedulable = [](const std::string& message) {
+    return Pod("p", Json{{"conditions",
+                          {{{"type", "PodScheduled"},
+                            {"status", "False"},
+                            {"reason", "Unschedulable"},
+                            {"message", message}}}}});
+  };
+  const std::string no_efa =
+      "0/1 nodes are available: 1 Insufficient vpc.amazonaws.com/efa. no new claims to "
+      "deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
+      "scheduling.";
+  const auto found = Find("efa-unschedulable", {unschedulable(no_efa)});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "pod p: " + no_efa);
+  const std::string full =
+      "0/1 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Insufficient "
+      "vpc.amazonaws.com/efa. no new claims to deallocate, preemption: 0/1 nodes are available: "
+      "1 No preemption victims found for incoming pod.";
+  EXPECT_TRUE(Find("efa-unschedulable", {unschedulable(full)}).empty());
+  // Of 12 nodes, 2 are full and 10 have the GPUs but not the EFA devices.
+  EXPECT_EQ(Find("efa-unschedulable",
+                 {unschedulable("0/12 nodes are available: 2 Insufficient nvidia.com/gpu, 12 "
+                                "Insufficient vpc.amazonaws.com/efa.")})
+                .size(),
+            1u);
+  Json event{{"reason", "FailedScheduling"},
+             {"regarding", {{"kind", "Pod"}, {"name", "p"}}},
+             {"note", full}};
+  EXPECT_TRUE(Find("efa-unschedulable", {}, {event}).empty());
+  event["note"] = no_efa;
+  EXPECT_EQ(Find("efa-unschedulable", {}, {event}).size(), 1u);
+}
+
 TEST(Diagnoses, ManyPodsAreSummarised) {
   std::vector<Json> pods;
   for (int i = 0; i < 10; ++i)

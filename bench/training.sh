@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A PyTorchJob from `kubectl apply` until all its pods are Running, on the real test node
+# (scripts/node.sh, CoreDNS) with the real Kubeflow training operator making the pods:
+#   with:    ncclguard installed by helm, the node validated by its probe: the job goes through
+#            the webhook (gate mark), the controller (release, headless Service) and the webhook
+#            again for each pod (fixes);
+#   without: after `helm uninstall ncclguard`: the operator and the kubelet alone.
+# The difference is ncclguard's cost. Master + 1 Worker, 4 GPUs each (the node poses as a
+# p5.48xlarge), each pod `sleep infinity` in an image the node has. Each run's job is deleted and
+# its pods gone before the next. Prints every run and the medians of RUNS runs (default 5).
+# Needs root, like the node. Usage: bench/training.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+runs=${RUNS:-5}
+export NCCLGUARD_BUILD_DIR=${NCCLGUARD_BUILD_DIR:-$root/build}
+work=$(mktemp -d /tmp/ncclguard-training-bench.XXXXXX)
+export NCCLGUARD_NODE_DIR=$work/node
+cleanup() {
+  "$root/scripts/node.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+until_true() { until "$@" >/dev/null 2>&1; do sleep 0.2; done; }
+
+"$root/scripts/node.sh" build >/dev/null 2>&1
+eval "$("$root/scripts/node.sh" start 2>/dev/null)"
+# shellcheck disable=SC1091
+source "$NCCLGUARD_NODE_DIR/node.env"
+NCCLGUARD_IMAGE_ARCHIVE=$work/ncclguard.tar "$root/scripts/image.sh" >/dev/null 2>&1
+app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")
+image=ghcr.io/ncclguard/ncclguard:$app_version
+kubectl patch node "$NODE_NAME" --subresource=status --type=merge \
+  -p '{"status":{"capacity":{"nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}}' >/dev/null
+"$root/scripts/training-operator.sh" install >/dev/null 2>&1
+helm install ncclguard "$root/charts/ncclguard" -n ncclguard-system --create-namespace \
+  --set 'probe.checks={memlock-limit,dev-shm-stale,removeipc}' --wait --timeout 180s >/dev/null
+until_true bash -c "[[ \$(kubectl get node $NODE_NAME -o jsonpath='{.metadata.labels.ncclguard\.io/validated}') == true ]]"
+kubectl create namespace ml >/dev/null
+kubectl label namespace ml ncclguard.io/enabled=true >/dev/null
+
+replica() {
+  cat <<YAML
+    $1:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+          terminationGracePeriodSeconds: 0
+          containers:
+            - name: pytorch
+              image: $image
+              imagePullPolicy: Never
+              command: [sleep, infinity]
+              resources:
+                limits: {nvidia.com/gpu: 4, memory: 256Mi, cpu: 100m}
+YAML
+}
+{
+  printf 'apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: bench, namespace: ml}\nspec:\n  pytorchReplicaSpecs:\n'
+  replica Master
+  replica Worker
+} >"$work/job.yaml"
+
+phases() { kubectl -n ml get pods -l training.kubeflow.org/job-name=bench -o jsonpath='{range .items[*]}{.status.phase} {end}'; }
+all_running() { [[ "$(phases)" == "Running Running " ]]; }
+no_pods() { [[ -z "$(kubectl -n ml get pods -o name)" ]]; }
+# one_run: seconds from apply to both pods Running; the job is deleted afterwards.
+one_run() {
+  local t0 t
+  t0=$(now)
+  kubectl apply -f "$work/job.yaml" >/dev/null
+  until_true all_running
+  t=$(elapsed "$t0" "$(now)")
+  kubectl -n ml delete pytorchjob bench --wait=true >/dev/null
+  until_true no_pods
+  printf '%s' "$t"
+}
+
+declare -a with=() without=()
+for ((run = 1; run <= runs; run++)); do with+=("$(one_run)"); done
+helm uninstall ncclguard -n ncclguard-system --wait >/dev/null
+for ((run = 1; run <= runs; run++)); do without+=("$(one_run)"); done
+
+echo "PyTorchJob (Master + Worker) kubectl apply -> all pods Running, $runs runs each:"
+echo "  with ncclguard:    ${with[*]} s; median $(printf '%s\n' "${with[@]}" | median) s"
+echo "  without ncclguard: ${without[*]} s; median $(printf '%s\n' "${without[@]}" | median) s"

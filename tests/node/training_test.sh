@@ -1,0 +1,508 @@
+#!/usr/bin/env bash
+# ctest node_training_tests (label node): training jobs on the real node (scripts/node.sh, with
+# CoreDNS as its cluster DNS) with ncclguard installed by helm and the real Kubeflow training
+# operator (scripts/training-operator.sh) making the PyTorchJob's pods. One node for all four:
+#
+#   1. the node advertises nvidia.com/gpu: 8 and vpc.amazonaws.com/efa: 32 (a node status patch,
+#      as a device plugin would) and the p5.48xlarge label; a managed Indexed Job of 2 pods x 4
+#      GPUs is held by the gate until the node validates, then its pods come back fixed (16 EFA
+#      each), run side by side and the Job completes; inside a pod: IPC_LOCK in CapEff, /dev/shm
+#      larger than 64 MB, the NCCL/libfabric env
+#   2. a PyTorchJob (Master + 1 Worker, 4 GPUs each) whose pods the training operator makes: from
+#      inside the Worker, the rendezvous name ncclguard publishes (its headless Service) and the
+#      MASTER_ADDR the operator set both resolve through CoreDNS to the Master pod's IP, and a TCP
+#      connection to the listener in the Master succeeds; kubectl describe shows the conditions
+#      and Events
+#   3. diagnoses from the real kubelet and scheduler: OOMKilled, exit 139, an image that does not
+#      exist, an EFA request the node cannot meet: each an Event and the NcclDiagnosis condition
+#      with the guide link; a pod waiting for the GPUs of a full node gets no EFA diagnosis
+#   4. the gate and the operator: while the node fails its EFA check, a PyTorchJob is held and
+#      has no pods (the operator marks it Suspended); the ncclguard controller restarted
+#      meanwhile changes nothing; released once the node validates, the operator creates its pods
+#
+# Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
+# Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
+# (a dir to copy the node's logs to).
+set -Eeuo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${NCCLGUARD_BUILD_DIR:-$root/build}"
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+# ---------------------------------------------------------------- can this host run a node?
+((EUID == 0)) || skip "the test node needs root (network namespace, mounts, cgroups)"
+for b in containerd runc buildah ip iptables nsenter unshare openssl; do
+  command -v "$b" >/dev/null || skip "$b not installed (scripts/bootstrap.sh installs the node's packages)"
+done
+unshare --net --mount true 2>/dev/null || skip "cannot create network and mount namespaces here"
+# shellcheck source=../../scripts/controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
+for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm \
+  coredns training-operator.v1; do
+  [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
+done
+[[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }
+
+work="$(mktemp -d /tmp/ncclguard-training-test.XXXXXX)"
+export NCCLGUARD_NODE_DIR="$work/node"
+failures=0
+begin=$SECONDS
+pass() { printf 'PASS [%3ds]: %s\n' "$((SECONDS - begin))" "$*"; }
+fail() { printf 'FAIL [%3ds]: %s\n' "$((SECONDS - begin))" "$*"; failures=$((failures + 1)); }
+# eventually <seconds> <command...>: retries until it succeeds (a wait, not a timed assertion).
+eventually() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 1
+  done
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [[ -n "${NCCLGUARD_NODE_TEST_KEEP:-}" && -d "$NCCLGUARD_NODE_DIR/log" ]]; then
+    mkdir -p "$NCCLGUARD_NODE_TEST_KEEP" && cp -r "$NCCLGUARD_NODE_DIR/log/." "$NCCLGUARD_NODE_TEST_KEEP/"
+  fi
+  if ! "$root/scripts/node.sh" stop >"$work/stop.log" 2>&1; then
+    cat "$work/stop.log"
+    echo "FAIL: scripts/node.sh stop left something behind"
+    rc=1
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "FAIL: training_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
+
+# ---------------------------------------------------------------- the node, the image, the operator
+if ! "$root/scripts/node.sh" start >"$work/node.env" 2>"$work/node-start.log"; then
+  cat "$work/node-start.log"; echo "FAIL: scripts/node.sh start"; exit 1
+fi
+eval "$(cat "$work/node.env")"
+# shellcheck disable=SC1091
+source "$NCCLGUARD_NODE_DIR/node.env"
+pass "node $NODE_NAME Ready with CoreDNS at $DNS_IP"
+k() { kubectl --request-timeout=30s "$@"; }
+
+NCCLGUARD_IMAGE_ARCHIVE="$work/ncclguard.tar" "$root/scripts/image.sh" >"$work/image.log" 2>&1 ||
+  { cat "$work/image.log"; echo "FAIL: scripts/image.sh"; exit 1; }
+app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")"
+image="ghcr.io/ncclguard/ncclguard:$app_version"
+
+start=$SECONDS
+if "$root/scripts/training-operator.sh" install >"$work/operator.log" 2>&1; then
+  pass "training operator $TRAINING_OPERATOR_VERSION installed from the module's manifests, its webhook serving ($((SECONDS - start))s)"
+else
+  cat "$work/operator.log"; echo "FAIL: scripts/training-operator.sh install"; exit 1
+fi
+
+# The node as a p5.48xlarge with its device plugins: extended resources in the Node's status.
+k patch node "$NODE_NAME" --subresource=status --type=merge \
+  -p '{"status":{"capacity":{"nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}}' >/dev/null
+allocatable() { k get node "$NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu} {.status.allocatable.vpc\.amazonaws\.com/efa} {.metadata.labels.node\.kubernetes\.io/instance-type}'; }
+advertised() { [[ "$(allocatable)" == "8 32 p5.48xlarge" ]]; }
+if eventually 60 advertised; then
+  pass "node allocatable nvidia.com/gpu=8, vpc.amazonaws.com/efa=32, instance type p5.48xlarge"
+else
+  fail "node advertises '$(allocatable)'"; exit 1
+fi
+
+# ncclguard without its probe first: no NodeValidation yet, so the gate holds every GPU job.
+ns=ncclguard-system
+if ! helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace --set probe.enabled=false \
+  --wait --timeout 180s >"$work/helm.log" 2>&1; then
+  cat "$work/helm.log"; echo "FAIL: helm install"; exit 1
+fi
+pass "helm install ncclguard (probe off: the node is not validated yet)"
+k create namespace team >/dev/null
+k label namespace team ncclguard.io/enabled=true >/dev/null
+
+# ---------------------------------------------------------------- the jobs
+# Test 1's Indexed Job: what each pod prints is what the fixes did. Then the two ranks meet:
+# rank 1 connects to a listener in rank 0 by its name under the Job's headless Service (which
+# ncclguard's controller makes), so both have run at the same time.
+cat >"$work/indexed-job.yaml" <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: allreduce
+  namespace: team
+  labels: {ncclguard.io/managed: "true"}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      subdomain: allreduce
+      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      securityContext: {runAsUser: 0}
+      containers:
+        - name: train
+          image: $image
+          imagePullPolicy: Never
+          command: [bash, -c]
+          args:
+            - |
+              echo "capeff=\$(awk '/^CapEff/ {print \$2}' /proc/self/status)"
+              echo "shm_kb=\$(df -k --output=size /dev/shm | tail -n 1 | tr -d ' ')"
+              env | grep -E '^(NCCL|FI)_' | sed 's/^/env /' | sort
+              if [ "\$JOB_COMPLETION_INDEX" = 0 ]; then
+                perl -MIO::Socket::INET -e '\$s = IO::Socket::INET->new(LocalPort => 29500, Listen => 1, ReuseAddr => 1) or die \$!;
+                  \$c = \$s->accept; print \$c "rank0\\n"; close \$c' && echo "rank 1 connected"
+              else
+                until r=\$(perl -MIO::Socket::INET -e '\$c = IO::Socket::INET->new(PeerAddr => "allreduce-0.allreduce.team.svc.cluster.local",
+                  PeerPort => 29500) or exit 1; print scalar <\$c>'); do sleep 1; done
+                echo "reached rank 0: \$r"
+              fi
+          resources:
+            limits: {nvidia.com/gpu: 4, memory: 512Mi, cpu: 200m}
+YAML
+# Tests 2 and 4's PyTorchJob: the Master listens on MASTER_PORT (perl is in every Debian image),
+# the Worker waits to be asked.
+cat >"$work/pytorchjob.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: llama
+  namespace: team
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: pytorch
+              image: $image
+              imagePullPolicy: Never
+              command: [perl, -MIO::Socket::INET, -e]
+              args:
+                - |
+                  \$| = 1;
+                  my \$s = IO::Socket::INET->new(LocalPort => \$ENV{MASTER_PORT}, Listen => 8, ReuseAddr => 1)
+                    or die "listen on \$ENV{MASTER_PORT}: \$!";
+                  print "rank 0 listening on \$ENV{MASTER_PORT}\n";
+                  while (my \$c = \$s->accept) { print \$c "rank0\n"; close \$c; }
+              resources:
+                limits: {nvidia.com/gpu: 4, memory: 256Mi, cpu: 100m}
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: pytorch
+              image: $image
+              imagePullPolicy: Never
+              command: [sleep, infinity]
+              resources:
+                limits: {nvidia.com/gpu: 4, memory: 256Mi, cpu: 100m}
+YAML
+preflight() { # KIND NAME: status reason of the NcclPreflight condition
+  k -n team get "$1" "$2" -o jsonpath='{range .status.conditions[?(@.type=="NcclPreflight")]}{.status} {.reason}{end}'
+}
+held() { [[ "$(preflight "$1" "$2")" == "False InsufficientValidatedNodes" ]]; }
+released() { [[ "$(preflight "$1" "$2")" == "True ValidatedNodesAvailable" ]]; }
+pods_of() { # LABEL=VALUE: the names of the pods
+  k -n team get pods -l "$1" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'
+}
+job_pods() { pods_of batch.kubernetes.io/job-name=allreduce; }
+ptj_pods() { pods_of training.kubeflow.org/job-name=llama; }
+operator_suspended() {
+  [[ "$(k -n team get pytorchjob llama -o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')" == True ]]
+}
+validated_label() { k get node "$NODE_NAME" -o jsonpath='{.metadata.labels.ncclguard\.io/validated}'; }
+# probe_checks <helm list> <label>: the probe (re)started with these checks, until the node's
+# ncclguard.io/validated label reads <label>.
+probe_checks() {
+  local start=$SECONDS
+  helm upgrade ncclguard "$root/charts/ncclguard" -n "$ns" --reuse-values --set probe.enabled=true \
+    --set "probe.checks=$1" --wait --timeout 180s >"$work/upgrade.log" 2>&1 ||
+    { cat "$work/upgrade.log"; echo "FAIL: helm upgrade probe.checks=$1"; exit 1; }
+  label_is() { [[ "$(validated_label)" == "$1" ]]; }
+  if eventually 120 label_is "$2"; then
+    pass "probe with checks $1: NodeValidation $(k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.summary}'), label ncclguard.io/validated=$2 ($((SECONDS - start))s)"
+  else
+    fail "probe with checks $1: label '$(validated_label)': $(k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.summary} {range .status.checks[*]}{.id}={.status} {end}' 2>&1)"
+    exit 1
+  fi
+}
+# What this host (no GPU, no EFA device) passes, and a check it fails for want of EFA devices.
+passing_checks='{memlock-limit,dev-shm-stale,removeipc}'
+failing_checks='{efa-device-count}'
+
+# ---------------------------------------------------------------- 1. held, then released: the Indexed Job
+k apply -f "$work/indexed-job.yaml" >/dev/null
+if eventually 60 held job allreduce && [[ -z "$(job_pods)" ]]; then
+  pass "gate: Job allreduce held, no pods ($(k -n team get job allreduce -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].message}'))"
+else
+  fail "gate: Job allreduce not held: '$(preflight job allreduce)', pods: $(job_pods)"
+fi
+probe_checks "$passing_checks" true
+if eventually 60 released job allreduce; then
+  pass "released once the node validated: Job allreduce NcclPreflight=True ValidatedNodesAvailable"
+else
+  fail "Job allreduce not released: '$(preflight job allreduce)'"
+fi
+two_pods_bound() {
+  [[ "$(k -n team get pods -l batch.kubernetes.io/job-name=allreduce -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')" == "$NODE_NAME $NODE_NAME " ]]
+}
+if eventually 120 two_pods_bound; then
+  placement="$(k -n team get pods -l batch.kubernetes.io/job-name=allreduce -o jsonpath='{range .items[*]}{.metadata.name}@{.spec.nodeName}:gpu={.spec.containers[0].resources.limits.nvidia\.com/gpu},efa={.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa} {end}')"
+  if [[ "$placement" =~ ^allreduce-[01]-[a-z0-9]+@$NODE_NAME:gpu=4,efa=16\ allreduce-[01]-[a-z0-9]+@$NODE_NAME:gpu=4,efa=16\ $ ]]; then
+    pass "Indexed Job: both pods fixed to 16 EFA devices each, on the node: $placement"
+  else
+    fail "Indexed Job pods: $placement"
+  fi
+else
+  fail "Indexed Job pods: $(k -n team get pods -l batch.kubernetes.io/job-name=allreduce -o wide 2>&1)"
+fi
+job_complete() { [[ "$(k -n team get job allreduce -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}')" == True ]]; }
+if eventually 120 job_complete; then
+  pass "Indexed Job allreduce Complete ($(k -n team get job allreduce -o jsonpath='{.status.succeeded}') succeeded)"
+else
+  fail "Job allreduce not Complete: $(k -n team get job allreduce -o jsonpath='{.status}')"
+fi
+pod0="$(k -n team get pods -l batch.kubernetes.io/job-name=allreduce,batch.kubernetes.io/job-completion-index=0 -o jsonpath='{.items[0].metadata.name}')"
+pod1="$(k -n team get pods -l batch.kubernetes.io/job-name=allreduce,batch.kubernetes.io/job-completion-index=1 -o jsonpath='{.items[0].metadata.name}')"
+k -n team logs "$pod0" >"$work/pod0.log" 2>&1 || true
+k -n team logs "$pod1" >"$work/pod1.log" 2>&1 || true
+if grep '^rank 1 connected$' "$work/pod0.log" >/dev/null && grep '^reached rank 0: rank0$' "$work/pod1.log" >/dev/null; then
+  pass "Indexed Job ran side by side: $pod1 reached $pod0 at allreduce-0.allreduce.team.svc.cluster.local:29500 (the Job's headless Service, CoreDNS)"
+else
+  fail "Indexed Job ranks did not meet: $pod0: $(tail -n 2 "$work/pod0.log" | tr '\n' ' '); $pod1: $(tail -n 2 "$work/pod1.log" | tr '\n' ' ')"
+fi
+capeff="$(sed -n 's/^capeff=//p' "$work/pod0.log")"
+shm_kb="$(sed -n 's/^shm_kb=//p' "$work/pod0.log")"
+if [[ "$capeff" =~ ^[0-9a-f]+$ ]] && (((16#$capeff >> 14) & 1)); then
+  pass "inside $pod0: CAP_IPC_LOCK in the effective set (CapEff $capeff)"
+else
+  fail "inside $pod0: CapEff '$capeff' lacks CAP_IPC_LOCK: $(cat "$work/pod0.log")"
+fi
+if [[ "$shm_kb" =~ ^[0-9]+$ ]] && ((shm_kb > 65536)); then
+  pass "inside $pod0: /dev/shm is $((shm_kb / 1024)) MB (the runtime's default is 64 MB)"
+else
+  fail "inside $pod0: /dev/shm size '$shm_kb' KB"
+fi
+env_lines="$(sed -n 's/^env //p' "$work/pod0.log" | tr '\n' ' ')"
+if grep -q '^env FI_PROVIDER=efa$' "$work/pod0.log" && grep -q '^env FI_EFA_USE_DEVICE_RDMA=1$' "$work/pod0.log" &&
+  grep -q '^env NCCL_' "$work/pod0.log"; then
+  pass "inside $pod0: the NCCL/libfabric env: $env_lines"
+else
+  fail "inside $pod0: env: $env_lines"
+fi
+
+# ---------------------------------------------------------------- 4. the gate and the operator
+# The node fails its EFA check now (it has no EFA device): the PyTorchJob is held.
+probe_checks "$failing_checks" false
+k apply -f "$work/pytorchjob.yaml" >/dev/null
+if eventually 60 held pytorchjob llama; then
+  pass "gate: PyTorchJob llama held ($(k -n team get pytorchjob llama -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].message}'))"
+else
+  fail "gate: PyTorchJob llama not held: '$(preflight pytorchjob llama)'"
+fi
+# The operator has seen the held job once it reports it Suspended; only then does "no pods" mean
+# that it chose to create none.
+if eventually 60 operator_suspended && [[ -z "$(ptj_pods)" ]]; then
+  pass "held: the training operator marks PyTorchJob llama Suspended and creates no pods"
+else
+  fail "held: operator condition Suspended='$(k -n team get pytorchjob llama -o jsonpath='{.status.conditions[?(@.type=="Suspended")].status}')', pods: $(ptj_pods)"
+fi
+conditions() { k -n team get pytorchjob llama -o jsonpath='{range .status.conditions[*]}{.type}={.status}/{.reason} {end}'; }
+conditions_before="$(conditions)"
+k -n "$ns" rollout restart deployment/ncclguard-controller >/dev/null
+if k -n "$ns" rollout status deployment/ncclguard-controller --timeout=180s >"$work/restart.log" 2>&1; then
+  # The new leader has reconciled every job once it logs "reconciling"; the held job stays as it was.
+  holder() { k -n "$ns" get lease ncclguard-controller -o jsonpath='{.spec.holderIdentity}'; }
+  new_leader_reconciles() {
+    local h; h="$(holder)"; [[ -n "$h" ]] && k -n "$ns" get pod "$h" >/dev/null 2>&1 &&
+      k -n "$ns" logs "$h" 2>/dev/null | grep '"msg":"reconciling"' >/dev/null
+  }
+  eventually 120 new_leader_reconciles || true
+  k -n team annotate pytorchjob llama ncclguard.test/poke="$(date +%s%N)" --overwrite >/dev/null # one more event
+  sleep 2
+  if held pytorchjob llama && [[ -z "$(ptj_pods)" && "$(conditions)" == "$conditions_before" ]]; then
+    pass "controller restarted (new leader $(holder)): PyTorchJob llama still held, no pods, conditions unchanged: $(conditions)"
+  else
+    fail "after the controller restart: $conditions_before -> $(conditions); pods: $(ptj_pods)"
+  fi
+else
+  fail "controller rollout restart"; cat "$work/restart.log"
+fi
+probe_checks "$passing_checks" true
+two_ptj_pods() { [[ "$(ptj_pods | wc -l)" == 2 ]]; }
+if eventually 60 released pytorchjob llama && eventually 60 two_ptj_pods; then
+  pass "released: PyTorchJob llama NcclPreflight=True ValidatedNodesAvailable; the operator created $(ptj_pods | tr '\n' ' ')"
+else
+  fail "PyTorchJob llama: '$(preflight pytorchjob llama)', pods: $(ptj_pods)"
+fi
+
+# ---------------------------------------------------------------- 2. the PyTorchJob's rendezvous
+master_running() { [[ "$(k -n team get pod llama-master-0 -o jsonpath='{.status.phase}')" == Running ]]; }
+worker_running() { [[ "$(k -n team get pod llama-worker-0 -o jsonpath='{.status.phase}')" == Running ]]; }
+listening() { k -n team logs llama-master-0 | grep 'rank 0 listening' >/dev/null; }
+if eventually 180 master_running && eventually 180 worker_running && eventually 60 listening; then
+  pass "PyTorchJob llama: the training operator made llama-master-0 and llama-worker-0, both Running"
+else
+  fail "PyTorchJob pods: $(k -n team get pods -l training.kubeflow.org/job-name=llama -o wide 2>&1)"
+  k -n team describe pytorchjob llama | tail -20
+fi
+master_ip="$(k -n team get pod llama-master-0 -o jsonpath='{.status.podIP}')"
+published="$(k -n team get service llama -o jsonpath='{.metadata.annotations.ncclguard\.io/master-addr}' 2>/dev/null || true)"
+operator_addr="$(k -n team get pod llama-worker-0 -o jsonpath='{.spec.containers[0].env[?(@.name=="MASTER_ADDR")].value}')"
+port="$(k -n team get pod llama-worker-0 -o jsonpath='{.spec.containers[0].env[?(@.name=="MASTER_PORT")].value}')"
+# from_worker NAME: "<resolved ip> <first line read from NAME:port>" from inside the Worker.
+from_worker() {
+  k -n team exec llama-worker-0 -c pytorch -- perl -MIO::Socket::INET -e '
+    my ($name, $port) = @ARGV;
+    my @a = gethostbyname($name) or die "resolve $name: $?\n";
+    my $ip = join(".", unpack("C4", $a[4]));
+    my $c = IO::Socket::INET->new(PeerAddr => $ip, PeerPort => $port, Timeout => 5) or die "connect $ip:$port: $@\n";
+    my $line = <$c>; chomp $line; print "$ip $line\n";' "$1" "$port" 2>&1
+}
+if [[ "$published" == "llama-master-0.llama.team.svc.cluster.local" ]]; then
+  got="$(from_worker "$published" || true)"
+  if [[ "$got" == "$master_ip rank0" ]]; then
+    pass "from inside the Worker: $published (ncclguard's headless Service, through CoreDNS) resolves to the Master's IP $master_ip and $master_ip:$port answers"
+  else
+    fail "from inside the Worker: $published -> '$got' (Master $master_ip)"
+  fi
+else
+  fail "Service llama's ncclguard.io/master-addr is '$published'"
+fi
+got="$(from_worker "$operator_addr" || true)"
+if [[ -n "$operator_addr" && "$got" == "$master_ip rank0" ]]; then
+  pass "from inside the Worker: the MASTER_ADDR the operator set ($operator_addr, its own per-replica Service) resolves to $master_ip too"
+else
+  fail "from inside the Worker: MASTER_ADDR '$operator_addr' -> '$got'"
+fi
+# Names outside cluster.local: CoreDNS answers only its zones (there is no forward plugin in its
+# binary), so nothing it is asked makes a packet leave the machine.
+plugins="$("$bin/coredns" -plugins 2>&1 | tr -s ' \n' ' ')"
+if ! k -n team exec llama-worker-0 -c pytorch -- getent hosts example.com >"$work/outside.txt" 2>&1 &&
+  [[ " $plugins " == *" kubernetes "* && " $plugins " != *" forward "* ]]; then
+  pass "from inside the Worker: example.com does not resolve (CoreDNS refuses names outside its zones; its plugins:$plugins)"
+else
+  fail "outside names: getent hosts example.com -> '$(cat "$work/outside.txt")'; CoreDNS plugins:$plugins"
+fi
+# The pods' rendezvous fixes the webhook made, and the operator's init container that waited for
+# the Master's name.
+k -n team get pod llama-worker-0 -o json >"$work/worker.json"
+python3 - "$work/worker.json" <<'PY' >"$work/worker.txt" && worker_ok=1 || worker_ok=0
+import json, sys
+pod = json.load(open(sys.argv[1]))
+spec = pod["spec"]
+c = spec["containers"][0]
+problems = []
+if spec.get("subdomain") != "llama": problems.append(f"subdomain {spec.get('subdomain')!r}")
+if spec.get("hostname") != "llama-worker-0": problems.append(f"hostname {spec.get('hostname')!r}")
+if c["resources"]["limits"].get("vpc.amazonaws.com/efa") != "16": problems.append("EFA limit " + str(c["resources"]["limits"]))
+inits = [i["name"] for i in spec.get("initContainers", [])]
+if "init-pytorch" not in inits: problems.append(f"no operator init container: {inits}")
+print("; ".join(problems) if problems else f"subdomain llama, hostname llama-worker-0, 16 EFA, init containers {inits}")
+sys.exit(1 if problems else 0)
+PY
+((worker_ok)) && pass "Worker pod: $(cat "$work/worker.txt")" || fail "Worker pod: $(cat "$work/worker.txt")"
+k -n team describe pytorchjob llama >"$work/describe.txt"
+describe_has() { grep -E "$1" "$work/describe.txt" >/dev/null; }
+if describe_has 'Type: +NcclPreflight' && describe_has 'Reason: +ValidatedNodesAvailable' &&
+  describe_has 'Type: +Running' && describe_has 'Normal +Admitted .*released by the ncclguard gate' &&
+  describe_has 'SuccessfulCreatePod'; then
+  pass "kubectl describe pytorchjob llama: NcclPreflight ValidatedNodesAvailable, Running; Events Admitted (ncclguard) and SuccessfulCreatePod (operator)"
+else
+  fail "kubectl describe pytorchjob llama:"; sed -n '/Conditions:/,$p' "$work/describe.txt"
+fi
+
+# ---------------------------------------------------------------- 3. diagnoses from the real kubelet
+k create namespace diag >/dev/null
+k label namespace diag ncclguard.io/enabled=true >/dev/null
+diag_job() { # NAME IMAGE LIMITS ARGS
+  cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1, namespace: diag, labels: {ncclguard.io/managed: "true"}}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      containers:
+        - name: train
+          image: $2
+          command: [bash, -c]
+          args: ['$4']
+          resources:
+            limits: $3
+---
+YAML
+}
+# While llama holds all 8 GPUs, a job asking for 8 waits: the scheduler says the node is short of
+# GPUs and EFA devices alike. That is a full node, not an EFA problem: no diagnosis.
+diag_job full "$image" '{nvidia.com/gpu: 8, memory: 64Mi, cpu: 100m}' 'true' | k apply -f - >/dev/null
+waits_for_gpus() {
+  k -n diag get pods -l batch.kubernetes.io/job-name=full -o jsonpath='{.items[0].status.conditions[?(@.type=="PodScheduled")].message}' |
+    grep 'Insufficient nvidia.com/gpu, .*Insufficient vpc.amazonaws.com/efa' >/dev/null
+}
+eventually 120 waits_for_gpus || fail "job full's pod is not waiting for GPUs: $(k -n diag get pods -l batch.kubernetes.io/job-name=full -o jsonpath='{.items[0].status}')"
+{
+  # 300 MB in a 64 MiB container: the kernel's OOM killer, reported by the runtime.
+  diag_job oom "$image" '{memory: 64Mi, cpu: 100m}' 'perl -e "\$x = q(a) x (300 * 1024 * 1024); sleep 5"'
+  # A real segmentation fault: perl dereferences address 1.
+  diag_job crash "$image" '{memory: 64Mi, cpu: 100m}' 'perl -e "unpack(q(p), pack(q(L!), 1))"; exit $?'
+  diag_job noimage "registry.example/llama-train:does-not-exist" '{memory: 64Mi, cpu: 100m}' 'true'
+} >"$work/diag.yaml"
+k apply -f "$work/diag.yaml" >/dev/null
+diagnosis() { # JOB: "status reason" of NcclDiagnosis
+  k -n diag get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclDiagnosis")]}{.status} {.reason}{end}'
+}
+diagnosed() { [[ "$(diagnosis "$1")" == "True $2" ]]; }
+guide="https://github.com/ncclguard/ncclguard/blob/main/docs/guide.md#"
+check_diagnosis() { # JOB REASON SLUG
+  local job="$1" reason="$2" slug="$3"
+  if eventually 180 diagnosed "$job" "$reason"; then
+    message="$(k -n diag get job "$job" -o jsonpath='{.status.conditions[?(@.type=="NcclDiagnosis")].message}')"
+    event="$(k -n diag get events --field-selector "involvedObject.kind=Job,involvedObject.name=$job,reason=$reason" \
+      -o jsonpath='{.items[0].type} {.items[0].note}{.items[0].message}' 2>/dev/null || true)"
+    if [[ "$message" == *"$guide$slug"* && "$event" == Warning*"$guide$slug"* ]]; then
+      pass "diagnosis $job: condition NcclDiagnosis=True $reason and a Warning Event, both linking #$slug: $message"
+    else
+      fail "diagnosis $job: condition '$message', Event '$event'"
+    fi
+  else
+    fail "diagnosis $job: NcclDiagnosis '$(diagnosis "$job")', want True $reason; pod: $(k -n diag get pods -l "batch.kubernetes.io/job-name=$job" -o jsonpath='{.items[0].status.containerStatuses[0].state}{.items[0].status.conditions}' 2>&1)"
+  fi
+}
+check_diagnosis oom ContainerOOMKilled container-oom
+check_diagnosis crash Segfault nccl-version
+check_diagnosis noimage ImagePullFailed pod-lifecycle
+# The controller has handled the pods of the jobs created after it, so it has seen full's too.
+if [[ -z "$(diagnosis full)" ]]; then
+  pass "job full, waiting for the GPUs of a full node ('$(k -n diag get pods -l batch.kubernetes.io/job-name=full -o jsonpath='{.items[0].status.conditions[?(@.type=="PodScheduled")].message}' | cut -c1-90)...'), has no diagnosis"
+else
+  fail "job full, waiting for GPUs on a full node, was diagnosed: $(diagnosis full)"
+fi
+# A device plugin that finds half the EFA devices: the node advertises 16. Once llama and full
+# are gone, 8 GPUs (which need all 32 EFA devices) fit but their EFA devices do not.
+k -n team delete pytorchjob llama --wait=true >/dev/null
+k -n diag delete job full --wait=true >/dev/null
+gpus_free() { [[ -z "$(k get pods -A -l 'training.kubeflow.org/job-name=llama' -o name)$(k -n diag get pods -l batch.kubernetes.io/job-name=full -o name)" ]]; }
+eventually 120 gpus_free || fail "llama's and full's pods are still there"
+k patch node "$NODE_NAME" --subresource=status --type=merge -p '{"status":{"capacity":{"vpc.amazonaws.com/efa":"16"}}}' >/dev/null
+efa16() { [[ "$(k get node "$NODE_NAME" -o jsonpath='{.status.allocatable.vpc\.amazonaws\.com/efa}')" == 16 ]]; }
+eventually 60 efa16 || fail "node allocatable EFA did not drop to 16"
+diag_job noefa "$image" '{nvidia.com/gpu: 8, memory: 64Mi, cpu: 100m}' 'true' | k apply -f - >/dev/null
+check_diagnosis noefa EFAUnschedulable efa-tcp-fallback
+
+echo "training_tests: $failures failure(s) in $((SECONDS - begin))s"
+if ((failures > 0)); then exit 1; fi
