@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -110,7 +111,13 @@ Json NodeToJson(const YAML::Node& node, std::size_t depth) {
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
                            ": mapping keys must be plain strings");
         }
-        object[entry.first.Scalar()] = NodeToJson(entry.second, depth + 1);
+        const std::string& key = entry.first.Scalar();
+        if (object.contains(key)) {
+          // Kubernetes' YAML reader refuses these too; silently keeping one would drop a field.
+          throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
+                           ": duplicate key " + Json(key).dump());
+        }
+        object[key] = NodeToJson(entry.second, depth + 1);
       }
       return object;
     }
@@ -149,6 +156,9 @@ DocumentSet ParseJson(std::string_view text) {
       stream >> value;
     } catch (const Json::parse_error& e) {
       throw InputError(DocumentLabel(index) + ": not valid JSON: " + e.what());
+    } catch (const Json::out_of_range& e) {
+      // 1e999: a number no double holds.
+      throw InputError(DocumentLabel(index) + ": a number is out of range: " + e.what());
     }
     stream >> std::ws;
     const bool last = stream.peek() == std::char_traits<char>::eof();
@@ -168,7 +178,102 @@ DocumentSet ParseJson(std::string_view text) {
   return set;
 }
 
+// Length of the UTF-8 sequence at text[i], or 0 when it is not well formed (overlong forms,
+// surrogates and code points past U+10FFFF included).
+std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// The 0-based document that the line starting at `line_start` belongs to, counting documents
+// the way ParseYaml does (empty ones included): "---" starts one unless it is the first thing,
+// "..." ends one.
+std::size_t DocumentIndexAt(std::string_view text, std::size_t line_start) {
+  std::size_t index = 0;
+  bool started = false;
+  for (std::size_t start = 0; start <= line_start && start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    const bool marker_end =
+        line.size() == 3 ||
+        (line.size() > 3 && (line[3] == ' ' || line[3] == '\t' || line[3] == '\r'));
+    if (line.starts_with("---") && marker_end) {
+      if (started) ++index;
+      started = true;
+    } else if (line.starts_with("...") && marker_end) {
+      if (started) ++index;
+      started = false;
+    } else {
+      const std::size_t first = line.find_first_not_of(" \t\r");
+      if (first != std::string_view::npos && line[first] != '#' && !(!started && line[0] == '%')) {
+        started = true;
+      }
+    }
+    start = end + 1;
+  }
+  return index;
+}
+
+// YAML is Unicode text: invalid UTF-8 and raw control characters (other than tab, line feed and
+// carriage return) are refused before parsing, naming the document, line and column, rather
+// than passed on changed (a writer would turn them into U+FFFD and a fix would rewrite keys).
+void RequireYamlText(std::string_view text) {
+  std::size_t line = 0;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    std::string problem;
+    const std::size_t length = Utf8SequenceLength(text, i);
+    if (length == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      problem = std::string("not UTF-8 (byte ") + hex + ")";
+    } else if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      char code[8];
+      std::snprintf(code, sizeof code, "U+%04X", c);
+      problem = std::string("control character ") + code +
+                " (YAML allows tab, line feed and carriage return only; escape it in a "
+                "double-quoted string)";
+    }
+    if (!problem.empty()) {
+      throw InputError(DocumentLabel(DocumentIndexAt(text, line_start)) + ": line " +
+                       std::to_string(line + 1) + ", column " + std::to_string(i - line_start + 1) +
+                       ": " + problem);
+    }
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += length;
+  }
+}
+
 DocumentSet ParseYaml(std::string_view text) {
+  RequireYamlText(text);
   DocumentSet set;
   std::vector<YAML::Node> nodes;
   try {
