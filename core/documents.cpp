@@ -1,5 +1,6 @@
 #include "core/documents.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -272,12 +273,50 @@ void RequireYamlText(std::string_view text) {
   }
 }
 
+// Remembers where the last document started; keeps nothing else.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  YAML::Mark last;
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp 0.7 stops advancing on some malformed input (`"",` is one) and reports empty
+// documents forever, which YAML::LoadAll collects until memory runs out (found by
+// fuzz/manifest_fix). A document after the first needs a marker of at least 3 bytes, so more
+// documents than that is this loop: a first pass that keeps nothing counts them.
+void RequireParserAdvances(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  const std::size_t max_documents = text.size() / 3 + 2;
+  for (std::size_t documents = 0; parser.HandleNextDocument(marks);) {
+    if (++documents > max_documents) {
+      throw InputError("not valid YAML: line " + std::to_string(marks.last.line + 1) + ", column " +
+                       std::to_string(marks.last.column + 1) +
+                       ": no document can be read from here");
+    }
+  }
+}
+
 DocumentSet ParseYaml(std::string_view text) {
   RequireYamlText(text);
   DocumentSet set;
   std::vector<YAML::Node> nodes;
   try {
-    nodes = YAML::LoadAll(std::string(text));
+    const std::string owned(text);
+    RequireParserAdvances(owned);
+    nodes = YAML::LoadAll(owned);
   } catch (const YAML::ParserException& e) {
     if (std::string_view(e.msg).find("bad file") != std::string_view::npos || e.msg.empty()) {
       throw InputError("line " + std::to_string(e.mark.line + 1) +

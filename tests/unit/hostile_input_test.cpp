@@ -139,6 +139,19 @@ TEST(HostileInput, NumbersBeyondInt64) {
       std::string::npos);
 }
 
+// Found by fuzz/manifest_fix: yaml-cpp's LoadAll read `"",` as endless empty documents, growing
+// until memory ran out.
+TEST(HostileInput, YamlThatStallsTheParserIsAnInputError) {
+  EXPECT_EQ(ParseError("\"\","),
+            "not valid YAML: line 1, column 3: no document can be read from here");
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "---\n\"\", x").find("not valid YAML: line 5"),
+            std::string::npos);
+  EXPECT_NE(ParseError(ReadFile(SourcePath("fuzz/corpus/manifest_fix/"
+                                           "finding-yaml-cpp-endless-documents")))
+                .find("not valid YAML"),
+            std::string::npos);
+}
+
 // Found from outside: fix rewrote such a key with U+FFFD and exited 0.
 TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
   ScratchFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n");
