@@ -52,6 +52,22 @@ TEST(InputLimits, DeepOrStallingYamlInKubeconfigAndPolicyIsAnError) {
   }
 }
 
+// Found by fuzz/policy: a list or map used as a key escaped as a yaml-cpp conversion error (the
+// CLI's "internal error").
+TEST(InputLimits, APolicyKeyThatIsNotAStringIsAPolicyError) {
+  for (const std::string& text :
+       {std::string("spec:\n  ? [a]\n  : b\n"),
+        std::string("spec:\n  rules:\n    ? {a: b}\n    : {}\n"),
+        ReadFile(SourcePath("fuzz/corpus/policy/finding-non-string-key"))}) {
+    try {
+      core::ParsePolicy(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const core::PolicyError& e) {
+      EXPECT_NE(std::string(e.what()).find("keys must be strings"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(InputLimits, APolicyFileIsReadUpToTheCliInputLimit) {
   const CommandResult r = RunCli({"lint", "--policy", "/dev/zero", "-"}, "kind: ConfigMap\n");
   EXPECT_EQ(r.exit_code, 2);
