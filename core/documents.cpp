@@ -353,6 +353,8 @@ bool IsPlainSafe(const std::string& s) {
   const char first = s.front();
   if (kIndicators.find(first) != std::string_view::npos || first == ' ') return false;
   if (first == '-' && (s.size() == 1 || s[1] == ' ' || s.starts_with("---"))) return false;
+  // At the start of a line "..." ends the document (found by fuzz/manifest_fix: a key "...x").
+  if (s.starts_with("...")) return false;
   if (s.back() == ' ' || s.back() == ':') return false;
   if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return false;
   for (unsigned char c : s) {

@@ -152,6 +152,13 @@ TEST(HostileInput, YamlThatStallsTheParserIsAnInputError) {
             std::string::npos);
 }
 
+// Found by fuzz/manifest_fix: a key beginning with "..." was written plain at the start of a
+// line, where YAML reads it as the end of the document.
+TEST(HostileInput, KeysAndValuesLikeDocumentMarkersAreQuoted) {
+  ExpectRoundTrip("\"...x\": 1\n\"--- y\": 2\nz: \"...\"\nl: [\"...\", \"---\"]\n");
+  ExpectRoundTrip(ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-key-like-document-end")));
+}
+
 // Found from outside: fix rewrote such a key with U+FFFD and exited 0.
 TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
   ScratchFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n");
