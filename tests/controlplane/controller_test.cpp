@@ -696,8 +696,8 @@ TEST_F(ControllerApiServerRestart,
     }
     return without_admitted == 0;
   };
-  // Known gap, counted and printed, not asserted: in 2 runs 78 and 14 of 200 released jobs had
-  // no Admitted Event even after a minute (released, Service present, hold Events intact).
+  // Known gap, counted and printed, not asserted: in 2 of 3 runs on a loaded machine 78 and 14
+  // of 200 released jobs had no Admitted Event a minute later (docs/fuzzing.md).
   Eventually(count_events, 60s);
   std::printf(
       "[ figure ] after %d restarts: %zu of %d jobs without a Service, %zu stuck held, "
