@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/documents.h"
@@ -16,10 +17,24 @@ struct FileAnalysis {
   std::vector<core::Evaluation> evaluations;  // one per document
 };
 
+// Parses and evaluates the text of one input; `path` names it ("-" is stdin). Throws
+// core::InputError "FILE: document N: reason". What AnalyzeFiles does for each file once read.
+FileAnalysis AnalyzeText(const std::string& path, std::string_view text,
+                         const core::Policy& policy);
+
 // Reads, parses and evaluates every file before anything is written, so an error in the last
 // file leaves stdout empty. Throws core::InputError "FILE: document N: reason".
 std::vector<FileAnalysis> AnalyzeFiles(const std::vector<std::string>& paths,
                                        const core::Policy& policy);
+
+// What `ncclguard fix` writes: every document with its fixes applied, in the input's format
+// (YAML stays YAML, JSON stays JSON), files one after another.
+struct FixOutput {
+  std::string fixed;    // stdout
+  std::string unfixed;  // stderr: the findings a fix cannot resolve
+  bool denied = false;  // one of them is a deny
+};
+FixOutput FixAnalyses(std::vector<FileAnalysis>& files);
 
 // "FILE#N" for messages; stdin is "<stdin>".
 std::string DocumentName(const FileAnalysis& file, std::size_t document);

@@ -1,9 +1,11 @@
 #include "core/documents.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -110,7 +112,13 @@ Json NodeToJson(const YAML::Node& node, std::size_t depth) {
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
                            ": mapping keys must be plain strings");
         }
-        object[entry.first.Scalar()] = NodeToJson(entry.second, depth + 1);
+        const std::string& key = entry.first.Scalar();
+        if (object.contains(key)) {
+          // Kubernetes' YAML reader refuses these too; silently keeping one would drop a field.
+          throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
+                           ": duplicate key " + Json(key).dump());
+        }
+        object[key] = NodeToJson(entry.second, depth + 1);
       }
       return object;
     }
@@ -149,6 +157,9 @@ DocumentSet ParseJson(std::string_view text) {
       stream >> value;
     } catch (const Json::parse_error& e) {
       throw InputError(DocumentLabel(index) + ": not valid JSON: " + e.what());
+    } catch (const Json::out_of_range& e) {
+      // 1e999: a number no double holds.
+      throw InputError(DocumentLabel(index) + ": a number is out of range: " + e.what());
     }
     stream >> std::ws;
     const bool last = stream.peek() == std::char_traits<char>::eof();
@@ -168,11 +179,144 @@ DocumentSet ParseJson(std::string_view text) {
   return set;
 }
 
+// Length of the UTF-8 sequence at text[i], or 0 when it is not well formed (overlong forms,
+// surrogates and code points past U+10FFFF included).
+std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// The 0-based document that the line starting at `line_start` belongs to, counting documents
+// the way ParseYaml does (empty ones included): "---" starts one unless it is the first thing,
+// "..." ends one.
+std::size_t DocumentIndexAt(std::string_view text, std::size_t line_start) {
+  std::size_t index = 0;
+  bool started = false;
+  for (std::size_t start = 0; start <= line_start && start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    const bool marker_end =
+        line.size() == 3 ||
+        (line.size() > 3 && (line[3] == ' ' || line[3] == '\t' || line[3] == '\r'));
+    if (line.starts_with("---") && marker_end) {
+      if (started) ++index;
+      started = true;
+    } else if (line.starts_with("...") && marker_end) {
+      if (started) ++index;
+      started = false;
+    } else {
+      const std::size_t first = line.find_first_not_of(" \t\r");
+      if (first != std::string_view::npos && line[first] != '#' && !(!started && line[0] == '%')) {
+        started = true;
+      }
+    }
+    start = end + 1;
+  }
+  return index;
+}
+
+// YAML is Unicode text: invalid UTF-8 and raw control characters (other than tab, line feed and
+// carriage return) are refused before parsing, naming the document, line and column, rather
+// than passed on changed (a writer would turn them into U+FFFD and a fix would rewrite keys).
+void RequireYamlText(std::string_view text) {
+  std::size_t line = 0;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    std::string problem;
+    const std::size_t length = Utf8SequenceLength(text, i);
+    if (length == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      problem = std::string("not UTF-8 (byte ") + hex + ")";
+    } else if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      char code[8];
+      std::snprintf(code, sizeof code, "U+%04X", c);
+      problem = std::string("control character ") + code +
+                " (YAML allows tab, line feed and carriage return only; escape it in a "
+                "double-quoted string)";
+    }
+    if (!problem.empty()) {
+      throw InputError(DocumentLabel(DocumentIndexAt(text, line_start)) + ": line " +
+                       std::to_string(line + 1) + ", column " + std::to_string(i - line_start + 1) +
+                       ": " + problem);
+    }
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += length;
+  }
+}
+
+// Remembers where the last document started; keeps nothing else.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  YAML::Mark last;
+  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp 0.7 stops advancing on some malformed input (`"",` is one) and reports empty
+// documents forever, which YAML::LoadAll collects until memory runs out (found by
+// fuzz/manifest_fix). A document after the first needs a marker of at least 3 bytes, so more
+// documents than that is this loop: a first pass that keeps nothing counts them.
+void RequireParserAdvances(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  const std::size_t max_documents = text.size() / 3 + 2;
+  for (std::size_t documents = 0; parser.HandleNextDocument(marks);) {
+    if (++documents > max_documents) {
+      throw InputError("not valid YAML: line " + std::to_string(marks.last.line + 1) + ", column " +
+                       std::to_string(marks.last.column + 1) +
+                       ": no document can be read from here");
+    }
+  }
+}
+
 DocumentSet ParseYaml(std::string_view text) {
+  RequireYamlText(text);
   DocumentSet set;
   std::vector<YAML::Node> nodes;
   try {
-    nodes = YAML::LoadAll(std::string(text));
+    const std::string owned(text);
+    RequireParserAdvances(owned);
+    nodes = YAML::LoadAll(owned);
   } catch (const YAML::ParserException& e) {
     if (std::string_view(e.msg).find("bad file") != std::string_view::npos || e.msg.empty()) {
       throw InputError("line " + std::to_string(e.mark.line + 1) +
@@ -209,6 +353,8 @@ bool IsPlainSafe(const std::string& s) {
   const char first = s.front();
   if (kIndicators.find(first) != std::string_view::npos || first == ' ') return false;
   if (first == '-' && (s.size() == 1 || s[1] == ' ' || s.starts_with("---"))) return false;
+  // At the start of a line "..." ends the document (found by fuzz/manifest_fix: a key "...x").
+  if (s.starts_with("...")) return false;
   if (s.back() == ' ' || s.back() == ':') return false;
   if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return false;
   for (unsigned char c : s) {

@@ -24,8 +24,10 @@ inline constexpr std::size_t kMaxNestingDepth = 256;
 
 // Parses multi-document YAML, a JSON object, a JSON array of objects, or concatenated JSON
 // objects. Empty YAML documents are skipped. Throws InputError naming the document (1-based)
-// for text that is not YAML/JSON, a document that is not an object, or nesting deeper than
-// kMaxNestingDepth.
+// for text that is not YAML/JSON, a document that is not an object, nesting deeper than
+// kMaxNestingDepth, YAML that is not UTF-8 or holds a raw control character (line and column
+// named), a duplicate key in a YAML mapping, or a JSON number beyond a double's range.
+// docs/limits.md states the rest (numbers beyond int64, JSON duplicate keys).
 DocumentSet ParseDocuments(std::string_view text);
 
 // Writes documents in the set's format: YAML separated by "---", or indented JSON.

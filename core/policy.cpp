@@ -48,9 +48,16 @@ Level Policy::EffectiveLevel(std::string_view rule_id, Level rule_action) const 
 
 namespace {
 
+// A mapping key as text; a list or map used as a key (`? [a]: b`) is the user's error, not a
+// yaml-cpp conversion exception (found by fuzz/policy).
+std::string Key(const YAML::Node& key, const std::string& where) {
+  if (!key.IsScalar()) throw PolicyError(where + ": keys must be strings");
+  return key.Scalar();
+}
+
 void CheckKeys(const YAML::Node& map, const std::string& where, std::set<std::string> allowed) {
   for (const auto& entry : map) {
-    auto key = entry.first.as<std::string>();
+    const std::string key = Key(entry.first, where);
     if (!allowed.contains(key)) {
       throw PolicyError(where + ": unknown field \"" + key + "\"");
     }
@@ -112,7 +119,7 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
 void ApplyRules(const YAML::Node& map, Policy& policy) {
   RequireMap(map, "spec.rules");
   for (const auto& entry : map) {
-    const auto id = entry.first.as<std::string>();
+    const std::string id = Key(entry.first, "spec.rules");
     const std::string where = "spec.rules." + id;
     const Rule* rule = RuleRegistry::Find(id);
     if (rule == nullptr)

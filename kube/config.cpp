@@ -12,12 +12,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Reads at most kMaxConfigFileBytes: a FIFO or /dev/zero named as a kubeconfig ends in an error,
+// not in memory exhaustion.
 std::string ReadFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(what + ": cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxConfigFileBytes) {
+      throw ConfigError(what + ": " + path + ": larger than the " +
+                        std::to_string(kMaxConfigFileBytes >> 20) + " MiB limit");
+    }
+  }
+  if (in.bad()) throw ConfigError(what + ": cannot read " + path);
+  return text;
 }
 
 std::string Trim(std::string text) {

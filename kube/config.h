@@ -2,6 +2,7 @@
 // in-cluster service-account mount. Every malformed field gives a ConfigError naming it.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -40,6 +41,10 @@ struct ClientConfig {
 
   std::string default_namespace = "default";
 };
+
+// A kubeconfig (or service-account file) larger than this is refused unread: kubeconfigs with
+// hundreds of clusters and their embedded certificates stay well below it.
+inline constexpr std::size_t kMaxConfigFileBytes = 16u << 20;
 
 struct KubeConfigOptions {
   std::string context;  // empty: current-context

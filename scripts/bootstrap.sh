@@ -17,8 +17,10 @@ packages=(
 node_packages=(
   containerd runc containernetworking-plugins iptables conntrack buildah debootstrap
 )
+# The fuzzers (scripts/fuzz.sh, ctest label fuzz): clang with libFuzzer and the sanitizers.
+fuzz_packages=(clang-14 libclang-rt-14-dev)
 case "${1:-}" in
-  "") packages+=("${node_packages[@]}") ;;
+  "") packages+=("${node_packages[@]}" "${fuzz_packages[@]}") ;;
   --no-node) ;;
   --node-only) packages=("${node_packages[@]}") ;;
   *) echo "usage: $0 [--no-node|--node-only]" >&2; exit 2 ;;

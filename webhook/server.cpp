@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "log/log.h"
+#include "webhook/review_answer.h"
 
 namespace ncclguard::webhook {
 namespace {
@@ -63,38 +64,6 @@ std::optional<Refusal> CheckBodyHeaders(const http_headers& headers, std::size_t
                    /*close=*/true};
   }
   return std::nullopt;
-}
-
-// What the admission log line says about a request, taken before Admit consumes it.
-struct RequestSummary {
-  std::string uid;
-  std::string operation;
-  std::string kind;
-  std::string namespace_;
-  std::string name;
-  bool dry_run = false;
-};
-
-RequestSummary Summarize(const AdmissionRequest& request) {
-  return {request.uid,        request.operation, request.kind.kind,
-          request.namespace_, request.name,      request.dry_run};
-}
-
-// The answer's bytes. Encoding fails only on an answer built wrong: the request is then denied
-// (fail closed) and counted as an internal error.
-std::string EncodeAnswer(AdmissionOutcome& outcome) {
-  try {
-    return EncodeAdmissionReview(outcome.response);
-  } catch (const std::exception& e) {
-    AdmissionResponse denial;
-    denial.uid = outcome.response.uid;
-    denial.allowed = false;
-    denial.status_code = 500;
-    denial.message = std::string("ncclguard internal error encoding the answer: ") + e.what();
-    outcome.response = std::move(denial);
-    outcome.result = AdmitResult::Error;
-    return EncodeAdmissionReview(outcome.response);
-  }
 }
 
 void LogAdmission(std::string_view endpoint, const RequestSummary& request,
@@ -395,24 +364,19 @@ bool WebhookServer::ServeStatusPage(Exchange& exchange) {
 // Decode, evaluate, encode: the review is parsed once and its object moved into the rules.
 void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body) {
   const std::string_view endpoint_name = EndpointName(endpoint);
-  AdmissionRequest admission;
-  try {
-    admission = ParseAdmissionReview(body);
-  } catch (const ReviewError& e) {
+  ReviewAnswer answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit);
+  if (!answer.decoded) {
     log::Warn("invalid AdmissionReview",
-              {{"endpoint", endpoint_name}, {"status", 400}, {"error", e.what()}});
+              {{"endpoint", endpoint_name}, {"status", 400}, {"error", answer.error}});
     return exchange.Answer(endpoint_name, status_codes::BadRequest, "bad_request",
-                           std::string("invalid AdmissionReview: ") + e.what() + "\n", kTextPlain);
+                           "invalid AdmissionReview: " + answer.error + "\n", kTextPlain);
   }
-  const RequestSummary summary = Summarize(admission);
-  AdmissionOutcome outcome = Admit(endpoint, std::move(admission), *CurrentPolicy(), config_.admit);
-  std::string answer = EncodeAnswer(outcome);
-
+  const AdmissionOutcome& outcome = answer.outcome;
   const double seconds = exchange.Seconds();
   metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds,
                           outcome.findings);
-  exchange.Reply(status_codes::OK, std::move(answer), "application/json");
-  LogAdmission(endpoint_name, summary, outcome, seconds);
+  exchange.Reply(status_codes::OK, std::move(answer.body), "application/json");
+  LogAdmission(endpoint_name, answer.request, outcome, seconds);
 }
 
 }  // namespace ncclguard::webhook

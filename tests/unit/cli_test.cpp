@@ -163,7 +163,7 @@ TEST(CliBadInput, ExitsTwoWithOneLineReasonAndNothingOnStdout) {
        "{nvidia.com/gpu: 99999999999999}}\n",
        "99999999999999 is out of range"},
       {"binary", std::string("\x00\x01\x02\xff\xfe", 5),
-       "document 1: expected a Kubernetes object"},
+       "document 1: line 1, column 1: control character U+0000"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

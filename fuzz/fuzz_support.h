@@ -1,0 +1,73 @@
+// What every harness shares: a property violation is a finding (printed, then abort(), which
+// libFuzzer reports and saves as a crash input like any other).
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "core/guide.h"
+#include "core/json.h"
+
+namespace ncclguard::fuzz {
+
+[[noreturn]] inline void Fail(const std::string& property, const std::string& detail = "") {
+  std::fprintf(stderr, "\nPROPERTY VIOLATED: %s\n%s\n", property.c_str(), detail.c_str());
+  std::abort();
+}
+
+inline void Require(bool holds, const std::string& property, const std::string& detail = "") {
+  if (!holds) Fail(property, detail);
+}
+
+// Equality where NaN equals NaN (YAML's .nan reads back as a NaN, which == never matches).
+inline bool SameJson(const core::Json& a, const core::Json& b) {
+  if (a.is_number_float() && b.is_number_float()) {
+    const double x = a.get<double>();
+    const double y = b.get<double>();
+    return (std::isnan(x) && std::isnan(y)) || x == y;
+  }
+  if (a.type() != b.type()) return a == b;  // integer vs unsigned compare by value
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    auto ai = a.begin();
+    for (auto bi = b.begin(); bi != b.end(); ++ai, ++bi) {
+      if (ai.key() != bi.key() || !SameJson(*ai, *bi)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!SameJson(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+// "<base>#<slug>" naming a section docs/guide.md has.
+inline bool GuideLinkExists(std::string_view link) {
+  const std::size_t hash = link.rfind('#');
+  return hash != std::string_view::npos && core::IsGuideSlug(link.substr(hash + 1));
+}
+
+// Every guide link ("...guide.md#slug") in `text` names an existing section.
+inline void RequireGuideLinksExist(std::string_view text, const std::string& where) {
+  constexpr std::string_view kMarker = "guide.md#";
+  for (std::size_t at = text.find(kMarker); at != std::string_view::npos;
+       at = text.find(kMarker, at + 1)) {
+    std::size_t end = at + kMarker.size();
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
+                                 text[end] == '-' || text[end] == '_')) {
+      ++end;
+    }
+    const std::string_view slug = text.substr(at + kMarker.size(), end - at - kMarker.size());
+    Require(core::IsGuideSlug(slug), "every guide link names an existing section",
+            where + ": " + std::string(slug));
+  }
+}
+
+}  // namespace ncclguard::fuzz

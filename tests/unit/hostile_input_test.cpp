@@ -1,0 +1,203 @@
+// The stated behaviour of the manifest reader (core::ParseDocuments) and the CLI for hostile
+// input: deep nesting, huge strings, many documents, invalid UTF-8 and control bytes, duplicate
+// keys, numbers beyond int64, endless input. docs/limits.md lists each with this test.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/documents.h"
+#include "core/errors.h"
+#include "tests/unit/test_support.h"
+
+namespace ncclguard::test {
+namespace {
+
+using core::Json;
+
+// The InputError message of parsing `text`, or "" when it parses.
+std::string ParseError(const std::string& text) {
+  try {
+    core::ParseDocuments(text);
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Parses, writes back, parses again: the documents must be the same.
+void ExpectRoundTrip(const std::string& text) {
+  const core::DocumentSet first = core::ParseDocuments(text);
+  const core::DocumentSet second = core::ParseDocuments(core::WriteDocuments(first));
+  EXPECT_EQ(second.documents, first.documents);
+}
+
+class ScratchFile {
+ public:
+  explicit ScratchFile(const std::string& content) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("ncclguard-hostile-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
+                .string();
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~ScratchFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+constexpr const char* kConfigMap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+
+TEST(HostileInput, HundredThousandJsonBracketsAreRefusedBeforeParsing) {
+  const std::string text = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(ParseError(text), "nesting deeper than 256 levels");
+  // Unclosed: the depth check does not need the brackets to balance.
+  EXPECT_EQ(ParseError("{\"a\":" + std::string(100000, '[')), "nesting deeper than 256 levels");
+}
+
+TEST(HostileInput, HundredThousandYamlFlowLevelsAreAnInputError) {
+  for (const std::string& open : {std::string("["), std::string("{a: ")}) {
+    std::string text = "a: ";
+    for (int i = 0; i < 100000; ++i) text += open;
+    const std::string error = ParseError(text);
+    EXPECT_NE(error.find("line 1"), std::string::npos) << error;
+  }
+  // Block nesting past 256 levels (each level indented one more space).
+  std::string block;
+  for (int i = 0; i < 300; ++i) block += std::string(i, ' ') + "k:\n";
+  EXPECT_NE(ParseError(block).find("nesting deeper than 256 levels"), std::string::npos);
+}
+
+TEST(HostileInput, AHugeStringIsKeptWhole) {
+  const std::string blob(4u << 20, 'x');  // 4 MiB: more than an API object may be
+  const core::DocumentSet set =
+      core::ParseDocuments(std::string(kConfigMap) + "data:\n  blob: " + blob + "\n");
+  EXPECT_EQ(set.documents.at(0)["data"]["blob"].get<std::string>().size(), blob.size());
+}
+
+TEST(HostileInput, ThirtyThousandDocumentsAreEachRead) {
+  std::string text;
+  for (int i = 0; i < 30000; ++i) text += "---\nkind: ConfigMap\n";
+  text += "---\n---\nkind: Last\n";
+  const core::DocumentSet set = core::ParseDocuments(text);
+  ASSERT_EQ(set.documents.size(), 30001u);
+  EXPECT_EQ(set.positions.back(), 30002u);  // the empty document is counted in positions
+}
+
+TEST(HostileInput, InvalidUtf8IsAnInputErrorNamingDocumentLineAndColumn) {
+  EXPECT_EQ(ParseError(std::string(kConfigMap) + "---\n" + kConfigMap + "data:\n  k\xff: v\n"),
+            "document 2: line 9, column 4: not UTF-8 (byte 0xFF)");
+  // Overlong forms and UTF-16 surrogates are not UTF-8 either.
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "data: {a: \"\xc0\xaf\"}\n").find("not UTF-8"),
+            std::string::npos);
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "data: {a: \xed\xa0\x80}\n").find("not UTF-8"),
+            std::string::npos);
+  // JSON: the parser's own check, naming the document.
+  EXPECT_NE(ParseError("{\"kind\": \"a\xff\"}").find("document 1: not valid JSON"),
+            std::string::npos);
+}
+
+TEST(HostileInput, RawControlBytesAreAnInputErrorEscapedOnesAreText) {
+  EXPECT_EQ(ParseError(std::string(kConfigMap) + "data:\n  \x01k: v\n"),
+            "document 1: line 5, column 3: control character U+0001 (YAML allows tab, line feed "
+            "and carriage return only; escape it in a double-quoted string)");
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "data: {a: b\x7f}\n").find("U+007F"),
+            std::string::npos);
+  // Written as an escape, a control character is ordinary text and survives a round trip.
+  const std::string escaped = std::string(kConfigMap) + "data: {\"k\\x01\": \"v\\t\\u0000\"}\n";
+  EXPECT_EQ(core::ParseDocuments(escaped).documents.at(0)["data"].begin().key(), "k\x01");
+  ExpectRoundTrip(escaped);
+  // Multi-byte UTF-8, a byte-order mark and CRLF line ends are fine.
+  ExpectRoundTrip("\xef\xbb\xbf" + std::string(kConfigMap) +
+                  "data: {\xc3\xbc: \xf0\x9f\x9a\x80}\r\n");
+}
+
+TEST(HostileInput, DuplicateYamlKeysAreAnInputErrorJsonKeepsTheLast) {
+  EXPECT_EQ(ParseError(std::string(kConfigMap) + "data:\n  a: 1\n  a: 2\n"),
+            "document 1: line 6: duplicate key \"a\"");
+  // The API server's JSON decoder keeps the last of duplicate fields; so does ours.
+  const core::DocumentSet set = core::ParseDocuments(R"({"kind": "A", "kind": "B"})");
+  EXPECT_EQ(set.documents.at(0)["kind"], "B");
+}
+
+TEST(HostileInput, NumbersBeyondInt64) {
+  // YAML: a plain integer no int64 holds stays the text written, and is written back as is.
+  const std::string yaml = std::string(kConfigMap) + "data: {big: 99999999999999999999999}\n";
+  EXPECT_EQ(core::ParseDocuments(yaml).documents.at(0)["data"]["big"], "99999999999999999999999");
+  ExpectRoundTrip(yaml);
+  ExpectRoundTrip(std::string(kConfigMap) + "data: {big: 1e999, small: -1e999}\n");
+  // JSON: up to 2^64-1 an integer, beyond a double, beyond a double's range an input error.
+  EXPECT_TRUE(core::ParseDocuments(R"({"n": 18446744073709551615})")
+                  .documents.at(0)["n"]
+                  .is_number_unsigned());
+  EXPECT_TRUE(core::ParseDocuments(R"({"n": 1e300})").documents.at(0)["n"].is_number_float());
+  EXPECT_NE(
+      ParseError("{\"kind\": \"A\"}\n{\"n\": 1e999}").find("document 2: a number is out of range"),
+      std::string::npos);
+}
+
+// Found by fuzz/manifest_fix: yaml-cpp's LoadAll read `"",` as endless empty documents, growing
+// until memory ran out.
+TEST(HostileInput, YamlThatStallsTheParserIsAnInputError) {
+  EXPECT_EQ(ParseError("\"\","),
+            "not valid YAML: line 1, column 3: no document can be read from here");
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "---\n\"\", x").find("not valid YAML: line 5"),
+            std::string::npos);
+  EXPECT_NE(ParseError(ReadFile(SourcePath("fuzz/corpus/manifest_fix/"
+                                           "finding-yaml-cpp-endless-documents")))
+                .find("not valid YAML"),
+            std::string::npos);
+}
+
+// Found by fuzz/manifest_fix: a key beginning with "..." was written plain at the start of a
+// line, where YAML reads it as the end of the document.
+TEST(HostileInput, KeysAndValuesLikeDocumentMarkersAreQuoted) {
+  ExpectRoundTrip("\"...x\": 1\n\"--- y\": 2\nz: \"...\"\nl: [\"...\", \"---\"]\n");
+  ExpectRoundTrip(ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-key-like-document-end")));
+}
+
+// Found from outside: fix rewrote such a key with U+FFFD and exited 0.
+TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
+  ScratchFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n");
+  const CommandResult r = RunCli({"fix", file.path()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "ncclguard: " + file.path() +
+                       ": document 1: line 5, column 5: not UTF-8 (byte 0xFF)\n");
+}
+
+// Found from outside: reported as "internal error: ... number overflow".
+TEST(HostileInput, JsonNumberOverflowIsAnInputErrorNamingFileAndDocument) {
+  ScratchFile file(
+      "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}\n"
+      "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"data\": {\"n\": 1e999}}\n");
+  for (const char* command : {"lint", "fix"}) {
+    const CommandResult r = RunCli({command, file.path()});
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_EQ(r.out, "") << command;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+    EXPECT_EQ(
+        r.err.rfind("ncclguard: " + file.path() + ": document 2: a number is out of range", 0), 0u)
+        << r.err;
+  }
+}
+
+// Endless or huge input stops being read at the 32 MiB limit: memory stays bounded.
+TEST(HostileInput, EndlessAndOversizedInputStopsAtTheLimit) {
+  CommandResult r = RunCli({"lint", "/dev/zero"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "ncclguard: /dev/zero: larger than the 32 MiB input limit\n");
+  r = RunCli({"fix", "-"}, std::string((32u << 20) + 1, '\n'));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "ncclguard: <stdin>: larger than the 32 MiB input limit\n");
+  // Exactly at the limit is read: an empty JSON list padded to 32 MiB.
+  r = RunCli({"lint", "-"}, "[" + std::string((32u << 20) - 2, ' ') + "]");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace ncclguard::test
