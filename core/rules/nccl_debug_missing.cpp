@@ -17,13 +17,8 @@ class NcclDebugMissing final : public Rule {
               "the NcclPolicy: rules: {nccl-debug-missing: {enabled: false}}."}) {}
 
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
-    const TemplateFacts& facts = ctx.facts;
-    const bool multi_pod = RankPods(ctx.workload) > 1;
-    for (const Container& c : facts.containers) {
-      if (!c.IsGpu() || c.has_env_from) continue;
-      const bool distributed =
-          multi_pod || facts.IsEfaContainer(c) || c.Env("MASTER_ADDR") || c.Env("WORLD_SIZE");
-      if (!distributed || c.Env("NCCL_DEBUG")) continue;
+    for (const Container& c : ctx.facts.containers) {
+      if (!DistributedTrainingContainer(ctx, c) || c.Env("NCCL_DEBUG")) continue;
       const bool subsys = c.Env("NCCL_DEBUG_SUBSYS").has_value();
       report.Add(c.at / "env",
                  ContainerLabel(c) +
