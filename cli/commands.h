@@ -35,6 +35,11 @@ core::Policy LoadPolicy(const PolicyOptions& options);
 int RunLint(const std::vector<std::string>& files, OutputFormat format,
             const PolicyOptions& options);
 int RunFix(const std::vector<std::string>& files, const PolicyOptions& options);
+// `ncclguard diagnose`: the log diagnoses over saved NCCL/PyTorch logs (a file per rank, a
+// Slurm output, `kubectl logs`; - for stdin), streamed. Exit 0: nothing found; 1: a finding;
+// 2: usage or input error (nothing on stdout).
+int RunDiagnose(const std::vector<std::string>& files, OutputFormat format,
+                const PolicyOptions& options);
 struct WebhookOptions {
   std::string listen = "0.0.0.0:8443";
   std::string tls_cert_file;

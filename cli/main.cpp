@@ -37,6 +37,13 @@ int main(int argc, char** argv) {
   fix->add_option("files", files, "YAML/JSON files, - for stdin")->required();
   AddPolicyFlags(fix, policy);
 
+  CLI::App* diagnose = app.add_subcommand(
+      "diagnose", "diagnose NCCL/PyTorch logs (exit 1 on a finding, 2 on an input error)");
+  diagnose->add_option("-o,--output", format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  diagnose->add_option("files", files, "log files, - for stdin")->required();
+  AddPolicyFlags(diagnose, policy);
+
   ncclguard::cli::ExplainOptions explain_options;
   CLI::App* explain = app.add_subcommand(
       "explain", "explain a rule, node check or diagnosis (without an id: list them all)");
@@ -117,6 +124,12 @@ int main(int argc, char** argv) {
                                      policy);
     }
     if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
+    if (diagnose->parsed()) {
+      return ncclguard::cli::RunDiagnose(files,
+                                         format == "json" ? ncclguard::cli::OutputFormat::Json
+                                                          : ncclguard::cli::OutputFormat::Text,
+                                         policy);
+    }
     if (webhook->parsed()) return ncclguard::cli::RunWebhook(webhook_options);
     if (explain->parsed()) return ncclguard::cli::RunExplain(explain_options, policy);
     if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "controllers/job_kind.h"
+#include "controllers/pod_logs.h"
 #include "core/json.h"
 #include "core/policy.h"
 
@@ -31,6 +32,12 @@ class ClusterView {
   // Events (core/v1 or events.k8s.io/v1) about the object `kind`/`name` in `namespace_`.
   virtual std::vector<Json> EventsAbout(std::string_view namespace_, std::string_view kind,
                                         std::string_view name) const = 0;
+  // What the controller read of a pod's containers' logs (controllers/pod_logs.h); empty when
+  // nothing was read (yet), or logs are not read at all.
+  virtual std::vector<PodLogDigest> PodLogs(std::string_view /*namespace_*/,
+                                            std::string_view /*pod*/) const {
+    return {};
+  }
   // The policy in force (the last good NcclPolicy, else the defaults).
   virtual const core::Policy& Policy() const = 0;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "controllers/gate.h"
+#include "controllers/log_scan.h"
 #include "core/json.h"
 
 namespace ncclguard::controllers {
@@ -23,6 +24,9 @@ struct DiagnosisContext {
   const std::vector<Json>& events;
   const std::map<std::string, Json, std::less<>>& node_validations;  // by node name
   const GateVerdict* held = nullptr;                                 // set while the gate holds
+  // What the job's pods' logs showed (controllers/log_scan.h), when they were read: each finding
+  // adds its message and evidence to its diagnosis' lines.
+  const std::vector<LogFinding>* log_findings = nullptr;
 };
 
 struct DiagnosisInfo {
@@ -65,7 +69,11 @@ struct DiagnosisFinding {
   std::vector<std::string> lines;
 };
 
-// Every registered diagnosis that finds something, in rank order.
+// A log finding as one diagnosis line: its message and its first evidence line.
+std::string LogFindingLine(const LogFinding& finding);
+
+// Every registered diagnosis that finds something (in the job's state or its logs), in rank
+// order.
 std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context);
 
 }  // namespace ncclguard::controllers

@@ -45,10 +45,21 @@ const Diagnosis* DiagnosisRegistry::Find(std::string_view id) {
   return nullptr;
 }
 
+std::string LogFindingLine(const LogFinding& finding) {
+  std::string line = finding.message;
+  if (!finding.evidence.empty()) line += " (log: \"" + finding.evidence.front().text + "\")";
+  return line;
+}
+
 std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context) {
   std::vector<DiagnosisFinding> findings;
   for (const Diagnosis* diagnosis : DiagnosisRegistry::All()) {
     std::vector<std::string> lines = diagnosis->Find(context);
+    if (context.log_findings != nullptr) {
+      for (const LogFinding& f : *context.log_findings) {
+        if (f.id == diagnosis->Info().id) lines.push_back(LogFindingLine(f));
+      }
+    }
     if (!lines.empty()) findings.push_back({diagnosis, std::move(lines)});
   }
   return findings;

@@ -213,7 +213,18 @@ class JobReconcile {
         if (auto v = view_.NodeValidation(node)) validations.emplace(node, std::move(*v));
       }
     }
-    const DiagnosisContext context{job_, pods, events, validations, held};
+    std::vector<PodLogDigest> digests;
+    for (const Json& pod : pods) {
+      for (PodLogDigest& d : view_.PodLogs(key_.namespace_, Meta(pod, "name"))) {
+        digests.push_back(std::move(d));
+      }
+    }
+    std::vector<LogFinding> log_findings;
+    for (const PodLogDigest& d : digests) {
+      log_findings.insert(log_findings.end(), d.findings.begin(), d.findings.end());
+    }
+    SetTransport(digests);
+    const DiagnosisContext context{job_, pods, events, validations, held, &log_findings};
     const std::vector<DiagnosisFinding> findings = Diagnose(context);
 
     for (const DiagnosisFinding& f : findings) {
@@ -253,6 +264,36 @@ class JobReconcile {
       SetCondition({std::string(core::kDiagnosisCondition), "False", "Resolved",
                     "enough validated nodes; the ncclguard gate released the job", std::nullopt});
     }
+  }
+
+  // NcclTransport from what the pods' logs said: Socket when any container uses sockets (the job
+  // runs at their speed), else EFA when one uses EFA, else Unknown. Not set before a log is read.
+  void SetTransport(const std::vector<PodLogDigest>& digests) {
+    if (digests.empty()) return;
+    const PodLogDigest* chosen = nullptr;
+    for (const NcclTransportKind kind : {NcclTransportKind::Socket, NcclTransportKind::Efa}) {
+      for (const PodLogDigest& d : digests) {
+        if (chosen == nullptr && d.transport.kind == kind) chosen = &d;
+      }
+    }
+    const std::string link = Link(policy_, "efa-tcp-fallback");
+    if (chosen == nullptr) {
+      SetCondition({std::string(core::kTransportCondition), "Unknown", "Unknown",
+                    "no pod's log says which network NCCL uses (it prints it with "
+                    "NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET) \u2014 see " +
+                        link,
+                    std::nullopt});
+      return;
+    }
+    const TransportVerdict& v = chosen->transport;
+    std::string message = "pod " + chosen->subject + ": " + v.why;
+    if (!v.plugin_version.empty()) message += " (" + v.plugin_version + ")";
+    if (!v.evidence.empty()) message += "; log: \"" + v.evidence.front().text + "\"";
+    message += " \u2014 see " + link;
+    const bool efa = v.kind == NcclTransportKind::Efa;
+    SetCondition({std::string(core::kTransportCondition), efa ? "True" : "False",
+                  std::string(TransportName(v.kind)), BoundedNote(std::move(message)),
+                  std::nullopt});
   }
 
   void SetCondition(const Condition& wanted) {

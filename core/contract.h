@@ -47,6 +47,8 @@ inline constexpr std::array<std::string_view, 10> kContractNames{
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";
 inline constexpr std::string_view kDiagnosisCondition = "NcclDiagnosis";
+// What the training pods' logs say NCCL moves data over: reason EFA, Socket or Unknown.
+inline constexpr std::string_view kTransportCondition = "NcclTransport";
 inline constexpr std::string_view kNodeReadyCondition = "NcclReady";
 
 }  // namespace ncclguard::core

@@ -11,6 +11,7 @@
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "manager/pod_log_reader.h"
 
 namespace ncclguard::manager {
 
@@ -54,8 +55,9 @@ inline constexpr const char* kEventsByRegarding = "regarding";   // "<ns>/<kind>
 // What one reconcile reads: the caches and the policy in force when it started.
 class CacheView : public controllers::ClusterView {
  public:
-  CacheView(const Caches& caches, std::shared_ptr<const core::Policy> policy)
-      : caches_(caches), policy_(std::move(policy)) {}
+  CacheView(const Caches& caches, std::shared_ptr<const core::Policy> policy,
+            const PodLogStore* pod_logs = nullptr)
+      : caches_(caches), policy_(std::move(policy)), pod_logs_(pod_logs) {}
 
   std::optional<core::Json> Job(const controllers::JobKey& key) const override;
   std::vector<core::Json> PodsWithLabel(std::string_view namespace_, std::string_view label_key,
@@ -69,10 +71,16 @@ class CacheView : public controllers::ClusterView {
   std::vector<core::Json> EventsAbout(std::string_view namespace_, std::string_view kind,
                                       std::string_view name) const override;
   const core::Policy& Policy() const override { return *policy_; }
+  std::vector<controllers::PodLogDigest> PodLogs(std::string_view namespace_,
+                                                 std::string_view pod) const override {
+    return pod_logs_ != nullptr ? pod_logs_->Get(namespace_, pod)
+                                : std::vector<controllers::PodLogDigest>{};
+  }
 
  private:
   const Caches& caches_;
   std::shared_ptr<const core::Policy> policy_;
+  const PodLogStore* pod_logs_;
 };
 
 }  // namespace ncclguard::manager

@@ -45,6 +45,11 @@ void Controller::OnChange(const TextWatch& watch, const Change& change) {
   for (const std::string& key : keys) queue_->Add(key);
 }
 
+void Controller::Enqueue(const std::string& key) {
+  std::lock_guard lock(queue_mutex_);
+  if (queue_ != nullptr) queue_->Add(key);
+}
+
 bool Controller::Synced() const {
   return std::all_of(spec_.watches.begin(), spec_.watches.end(), [](const TextWatch& watch) {
     return watch.informer->HasSynced() || watch.informer->NotServed();

@@ -105,6 +105,9 @@ class Controller {
   void Run(const kube::StopToken& leading);
   // Its informers have synced or are not served.
   bool Synced() const;
+  // Queues `key` for a reconcile while running (a change seen outside the watches, such as a
+  // pod's log read); dropped otherwise, as Run reconciles every key when it starts.
+  void Enqueue(const std::string& key);
   const ControllerStats& stats() const { return stats_; }
 
  private:

@@ -50,8 +50,34 @@ class Manager::Impl {
         policy_(options_.base_policy) {
     if (options_.identity.empty()) options_.identity = DefaultIdentity();
     policy_.Watch(caches_.policies());  // before the controllers' handlers
-    AddController(Erase(TrainingJobController(caches_, policy_, options_.workers)));
+    AddController(Erase(TrainingJobController(caches_, policy_, options_.workers,
+                                              options_.read_pod_logs ? &pod_logs_ : nullptr)));
+    Controller* training_jobs = controllers_.back().get();
     AddController(Erase(NcclPolicyController(caches_)));
+    if (options_.read_pod_logs) AddPodLogReader(*training_jobs);
+  }
+
+  // While leading, every few seconds: the pods due for a log read (PodLogReader), then their jobs
+  // reconciled with what was read.
+  void AddPodLogReader(Controller& training_jobs) {
+    auto reader = std::make_shared<PodLogReader>(options_.pod_log_limits, KubePodLogSource(client_),
+                                                 pod_logs_);
+    Add({"podlogs", true, [this, reader, &training_jobs](const kube::StopToken& leading) {
+           do {
+             std::vector<core::Json> pods;
+             for (const kube::CachedObject& pod : caches_.pods().List()) {
+               if (pod) pods.push_back(*pod);
+             }
+             const auto now =
+                 std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+             const auto managed = [this](const controllers::JobKey& key) {
+               return ManagedJob(caches_, key);
+             };
+             for (const controllers::JobKey& key : reader->Tick(pods, managed, now)) {
+               training_jobs.Enqueue(key.ToString());
+             }
+           } while (!leading.WaitFor(std::chrono::seconds(2)));
+         }});
   }
 
   void AddController(Controller::Spec spec) {
@@ -148,6 +174,7 @@ class Manager::Impl {
   std::shared_ptr<kube::EventRecorder> recorder_;
   Executor executor_;
   PolicySource policy_;
+  PodLogStore pod_logs_;
   std::vector<std::unique_ptr<Controller>> controllers_;
   std::vector<Runnable> runnables_;
   std::atomic<bool> started_{false};

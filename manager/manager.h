@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "controllers/pod_logs.h"
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -40,6 +41,10 @@ struct ManagerOptions {
   // this bounds the wait for one that cannot be listed at all (RBAC, say).
   std::chrono::milliseconds cache_sync_timeout{30000};
   kube::ClientOptions client{500, 1000};
+  // Reads bounded tails of managed training pods' logs for the log diagnoses (NcclTransport,
+  // efa-tcp-fallback, ...; manager/pod_log_reader.h). Needs get on pods/log.
+  bool read_pod_logs = true;
+  controllers::LogReadLimits pod_log_limits;
 };
 
 struct ManagerStats {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "controllers/labels.h"
+#include "core/pod_spec.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -115,8 +116,29 @@ kube::Projection PodProjection() {
     }
     if (const Json* spec = Find(object, "spec")) {
       if (const Json* node = Find(*spec, "nodeName")) out["spec"]["nodeName"] = *node;
+      // Container names and their EFA requests: whose logs are read, and whether sockets in them
+      // are a fallback (controllers/pod_logs.h).
+      if (const Json* containers = Find(*spec, "containers");
+          containers && containers->is_array()) {
+        Json kept = Json::array();
+        for (const Json& c : *containers) {
+          if (!c.is_object()) continue;
+          Json o = Json::object();
+          CopyIfPresent(c, o, "name");
+          const Json* resources = Find(c, "resources");
+          for (const char* which : {"limits", "requests"}) {
+            const Json* list = resources != nullptr ? Find(*resources, which) : nullptr;
+            const std::string efa_key(core::kEfaResource);
+            const Json* efa = list != nullptr ? Find(*list, efa_key.c_str()) : nullptr;
+            if (efa != nullptr) o["resources"][which][efa_key] = *efa;
+          }
+          kept.push_back(std::move(o));
+        }
+        out["spec"]["containers"] = std::move(kept);
+      }
     }
     if (const Json* status = Find(object, "status")) {
+      if (const Json* phase = Find(*status, "phase")) out["status"]["phase"] = *phase;
       for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
         if (const Json* statuses = Find(*status, list)) {
           out["status"][list] = ProjectContainerStatuses(*statuses);

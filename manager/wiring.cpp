@@ -2,6 +2,7 @@
 
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
+#include "core/contract.h"
 #include "core/kinds.h"
 #include "log/log.h"
 
@@ -103,8 +104,19 @@ void PolicySource::Observe(const kube::CachedObject& object) {
   current_ = std::make_shared<const core::Policy>(holder_.Current());
 }
 
+bool ManagedJob(const Caches& caches, const JobKey& key) {
+  const auto ns = caches.namespaces().Get(key.namespace_);
+  if (!ns || controllers::Label(*ns, core::kEnabledNamespaceLabel) != std::string("true")) {
+    return false;
+  }
+  const auto job = caches.Job(key.kind).Get(kube::ObjectKey(key.namespace_, key.name));
+  if (!job) return false;
+  return key.kind != core::WorkloadKind::BatchJob ||
+         controllers::Label(*job, core::kManagedJobLabel) == std::string("true");
+}
+
 ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicySource& policy,
-                                             int workers) {
+                                             int workers, const PodLogStore* pod_logs) {
   ControllerSpec<JobKey> spec;
   spec.name = "trainingjob";
   spec.workers = workers;
@@ -151,8 +163,8 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
                  FieldOrNull(change.old_object, "spec") != FieldOrNull(change.new_object, "spec"));
        }});
   spec.all_keys = [&caches] { return Jobs(caches, [](const Json&) { return true; }); };
-  spec.reconcile = [&caches, &policy](const JobKey& key) {
-    const CacheView view(caches, policy.Current());
+  spec.reconcile = [&caches, &policy, pod_logs](const JobKey& key) {
+    const CacheView view(caches, policy.Current(), pod_logs);
     return controllers::ReconcileTrainingJob(key, view, Now());
   };
   return spec;

@@ -13,6 +13,7 @@
 #include "core/policy.h"
 #include "manager/cache.h"
 #include "manager/controller.h"
+#include "manager/pod_log_reader.h"
 
 namespace ncclguard::manager {
 
@@ -36,8 +37,14 @@ class PolicySource {
 };
 
 // PyTorchJob, MPIJob, JobSet and opted-in batch Jobs: ReconcileTrainingJob over a CacheView.
+// `pod_logs`: what PodLogReader read of the jobs' pods (null: logs are not read).
 ControllerSpec<controllers::JobKey> TrainingJobController(const Caches& caches,
-                                                          const PolicySource& policy, int workers);
+                                                          const PolicySource& policy, int workers,
+                                                          const PodLogStore* pod_logs = nullptr);
+
+// Whether the training-job controller manages `key` (its namespace is opted in; a batch Job is
+// labelled): the pods whose logs PodLogReader reads.
+bool ManagedJob(const Caches& caches, const controllers::JobKey& key);
 
 // The NcclPolicy "default": its Accepted condition (ReconcileNcclPolicy).
 ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches);

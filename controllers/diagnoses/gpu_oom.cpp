@@ -1,3 +1,4 @@
+#include "controllers/diagnoses/log_lines.h"
 #include "controllers/diagnoses/pod_status.h"
 #include "controllers/diagnosis.h"
 #include "controllers/json_fields.h"
@@ -9,8 +10,9 @@ class GpuOom final : public Diagnosis {
  public:
   GpuOom()
       : Diagnosis({"gpu-oom", "gpu-oom", 10,
-                   "A container's termination message says CUDA out of memory (or "
-                   "torch.OutOfMemoryError).",
+                   "A container's termination message or log says CUDA out of memory (or "
+                   "torch.OutOfMemoryError, cudaErrorMemoryAllocation, NCCL's Cuda failure "
+                   "'out of memory').",
                    "Lower the per-GPU batch size, enable activation checkpointing or shard the "
                    "model (FSDP/ZeRO); NCCL buffers need GPU memory too."}) {}
 
@@ -31,6 +33,24 @@ class GpuOom final : public Diagnosis {
 };
 
 NCCLGUARD_REGISTER_DIAGNOSIS(GpuOom);
+
+// PyTorch's and NCCL's ways of saying it: "torch.OutOfMemoryError: CUDA out of memory. Tried to
+// allocate ...", "RuntimeError: CUDA error: out of memory", "cudaErrorMemoryAllocation",
+// "NCCL WARN Cuda failure 'out of memory'" (2.18-2.20) / "Cuda failure 2 'out of memory'".
+class GpuOomLog final : public LineMatcher {
+ public:
+  GpuOomLog() : LineMatcher("gpu-oom", "ran out of GPU memory (CUDA out of memory)") {}
+
+ protected:
+  bool Matches(std::string_view text) const override {
+    if (text.find("emory") == std::string_view::npos) return false;  // fast path
+    return Contains(text, "CUDA out of memory") || Contains(text, "CUDA error: out of memory") ||
+           Contains(text, "cudaErrorMemoryAllocation") || Contains(text, "OutOfMemoryError") ||
+           (Contains(text, "Cuda failure") && Contains(text, "out of memory"));
+  }
+};
+
+NCCLGUARD_REGISTER_LOG_MATCHER("gpu-oom", GpuOomLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -1,3 +1,4 @@
+#include "controllers/diagnoses/log_lines.h"
 #include "controllers/diagnoses/pod_status.h"
 #include "controllers/diagnosis.h"
 #include "controllers/json_fields.h"
@@ -9,8 +10,8 @@ class NcclWatchdogTimeout final : public Diagnosis {
  public:
   NcclWatchdogTimeout()
       : Diagnosis({"nccl-watchdog-timeout", "nccl-timeout", 30,
-                   "A container's termination message has PyTorch's \"Watchdog caught collective "
-                   "operation timeout\" (ProcessGroupNCCL).",
+                   "A container's termination message or log has PyTorch's \"Watchdog caught "
+                   "collective operation timeout\" (ProcessGroupNCCL).",
                    "A collective never completed on every rank: look for the rank that stopped "
                    "first (a crash, a hang, a slow node), then check EFA and the network."}) {}
 
@@ -31,6 +32,25 @@ class NcclWatchdogTimeout final : public Diagnosis {
 };
 
 NCCLGUARD_REGISTER_DIAGNOSIS(NcclWatchdogTimeout);
+
+// "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE,
+// ...) ran for 600054 milliseconds before timing out." (PyTorch 1.13-2.5; newer prefixes
+// "[PG ID 0 PG GUID 0(default_pg) Rank 3]"), and the watchdog's own hang report.
+class NcclWatchdogTimeoutLog final : public LineMatcher {
+ public:
+  NcclWatchdogTimeoutLog()
+      : LineMatcher("nccl-watchdog-timeout", "stopped on an NCCL watchdog timeout") {}
+
+ protected:
+  bool Matches(std::string_view text) const override {
+    if (text.find("atchdog") == std::string_view::npos) return false;  // fast path
+    return Contains(text, "Watchdog caught collective operation timeout") ||
+           Contains(text, "ProcessGroupNCCL's watchdog got stuck") ||
+           Contains(text, "watchdog thread terminated with exception");
+  }
+};
+
+NCCLGUARD_REGISTER_LOG_MATCHER("nccl-watchdog-timeout", NcclWatchdogTimeoutLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -15,13 +15,8 @@ class AsyncErrorHandlingMissing final : public Rule {
               "and the job restarts; the mutating webhook adds it."}) {}
 
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
-    const TemplateFacts& facts = ctx.facts;
-    const bool multi_pod = RankPods(ctx.workload) > 1;
-    for (const Container& c : facts.containers) {
-      if (!c.IsGpu() || c.has_env_from) continue;
-      const bool distributed =
-          multi_pod || facts.IsEfaContainer(c) || c.Env("MASTER_ADDR") || c.Env("WORLD_SIZE");
-      if (!distributed) continue;
+    for (const Container& c : ctx.facts.containers) {
+      if (!DistributedTrainingContainer(ctx, c)) continue;
       // The deprecated name is still honoured by PyTorch: a user value we must not shadow.
       if (c.Env("TORCH_NCCL_ASYNC_ERROR_HANDLING") || c.Env("NCCL_ASYNC_ERROR_HANDLING")) continue;
       report.Add(c.at / "env",

@@ -61,4 +61,10 @@ std::int64_t RankPods(const Workload& workload) {
   return pods;
 }
 
+bool DistributedTrainingContainer(const TemplateContext& ctx, const Container& c) {
+  if (!c.IsGpu() || c.has_env_from) return false;
+  return RankPods(ctx.workload) > 1 || ctx.facts.IsEfaContainer(c) || c.Env("MASTER_ADDR") ||
+         c.Env("WORLD_SIZE");
+}
+
 }  // namespace ncclguard::core::rules

@@ -15,7 +15,8 @@ TEST(Engine, CompliantPodHasNoFindingsAndNoPatch) {
 }
 
 TEST(Engine, RegistersEveryRuleOfTheContract) {
-  // The 20 original rules of docs/rules.md plus rendezvous-dns-missing (added rules are allowed,
+  // The 20 original rules of docs/rules.md plus rendezvous-dns-missing and nccl-debug-missing
+  // (added rules are allowed,
   // renames not).
   for (const char* id : {"efa-resources-missing",
                          "efa-count-mismatch",
@@ -39,7 +40,7 @@ TEST(Engine, RegistersEveryRuleOfTheContract) {
                          "mixed-instance-families"}) {
     EXPECT_NE(core::RuleRegistry::Find(id), nullptr) << id;
   }
-  EXPECT_EQ(core::RuleRegistry::All().size(), 21u);
+  EXPECT_EQ(core::RuleRegistry::All().size(), 22u);
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ spec:
           value: ^lo,docker,efa,veth
         - name: TORCH_NCCL_ASYNC_ERROR_HANDLING
           value: "1"
+        - name: NCCL_DEBUG
+          value: INFO
+        - name: NCCL_DEBUG_SUBSYS
+          value: INIT,NET
       resources:
         requests:
           nvidia.com/gpu: 8

@@ -128,7 +128,10 @@ TEST(AsyncErrorHandlingMissing, FixesEveryGpuReplicaOfAMultiPodJob) {
        AddOp("/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env/-", var)});
   core::Json ours = core::Json::array();
   for (const core::Json& op : result.patch) {
-    if (op.at("path").get<std::string>().find("/env") != std::string::npos) ours.push_back(op);
+    if (op.at("path").get<std::string>().find("/env") != std::string::npos &&
+        op.at("value").dump().find(kVar) != std::string::npos) {
+      ours.push_back(op);
+    }
   }
   EXPECT_EQ(ours, expected) << result.patch.dump();
   EXPECT_EQ(RepatchOf(result), core::Json::array());

@@ -14,7 +14,7 @@ TEST(CollnetOnEfa, WarnsWhenCollnetIsEnabledOnAnEfaPod) {
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
   EXPECT_TRUE(Mentions(f.message, "container \"pytorch\" sets NCCL_COLLNET_ENABLE=1"));
   EXPECT_TRUE(Mentions(f.message, "Remove it or set it to 0."));
   EXPECT_TRUE(LinksTo(f, "advanced-tuning"));

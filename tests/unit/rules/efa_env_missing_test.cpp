@@ -64,8 +64,9 @@ TEST(EfaEnvMissing, AddsAllThreeVariablesInOrder) {
 TEST(EfaEnvMissing, CreatesTheEnvListWhenTheContainerHasNone) {
   core::Json pod = CompliantPod();
   ContainerOf(pod).erase("env");
-  const core::Policy policy =
-      core::ParsePolicy("rules: {async-error-handling-missing: {enabled: false}}");
+  const core::Policy policy = core::ParsePolicy(
+      "rules: {async-error-handling-missing: {enabled: false}, "
+      "nccl-debug-missing: {enabled: false}}");
   const core::Evaluation result = Check(pod, policy);
   const core::Json expected = core::Json::array({
       AddOp("/spec/containers/0/env", core::Json::array({Var("FI_PROVIDER", "efa")})),

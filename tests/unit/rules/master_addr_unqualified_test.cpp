@@ -22,7 +22,7 @@ TEST(MasterAddrUnqualified, WarnsForABareName) {
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
   EXPECT_TRUE(
       Mentions(f.message, "container \"pytorch\": MASTER_ADDR=\"master\" is not fully qualified"));
   EXPECT_TRUE(Mentions(f.message, "Use <pod>.<service>.<namespace>.svc.cluster.local"));

@@ -14,7 +14,7 @@ TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
   EXPECT_TRUE(Mentions(
       f.message,
       "container \"pytorch\": NCCL_ALGO=\"Ring,Fast\" has the unknown algorithm \"Fast\""));

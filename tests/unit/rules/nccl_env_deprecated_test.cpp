@@ -27,7 +27,7 @@ TEST(NcclEnvDeprecated, WarnsForEachDeprecatedNameAndNamesItsReplacement) {
     ASSERT_EQ(findings.size(), 1u) << Dump(result);
     const core::Finding& f = findings.front();
     EXPECT_EQ(f.level, core::Level::Warn);
-    EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+    EXPECT_EQ(f.path, "/spec/containers/0/env/6");
     EXPECT_TRUE(Mentions(f.message, "container \"pytorch\" sets " + std::string(c.old_name) +
                                         ", which is deprecated"));
     EXPECT_TRUE(Mentions(f.message, "Use " + std::string(c.new_name) + " instead."));
@@ -42,8 +42,8 @@ TEST(NcclEnvDeprecated, WarnsOncePerDeprecatedVariable) {
   SetEnv(ContainerOf(pod), "NCCL_MAX_NCHANNELS", "16");
   const auto findings = FindingsOf(Check(pod), kRule);
   ASSERT_EQ(findings.size(), 2u);
-  EXPECT_EQ(findings[0].path, "/spec/containers/0/env/4");
-  EXPECT_EQ(findings[1].path, "/spec/containers/0/env/5");
+  EXPECT_EQ(findings[0].path, "/spec/containers/0/env/6");
+  EXPECT_EQ(findings[1].path, "/spec/containers/0/env/7");
 }
 
 TEST(NcclEnvDeprecated, WarnsWhenTheValueComesFromAConfigMap) {

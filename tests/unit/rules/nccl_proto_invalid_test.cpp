@@ -14,7 +14,7 @@ TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/4");
+  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
   EXPECT_TRUE(Mentions(
       f.message, "container \"pytorch\": NCCL_PROTO=\"fast\" has the unknown protocol \"fast\""));
   EXPECT_TRUE(Mentions(f.message, "Use LL, LL128 or Simple"));

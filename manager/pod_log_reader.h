@@ -1,0 +1,64 @@
+// Reads bounded tails of training pods' logs for the log diagnoses (docs/operator.md "Pod
+// logs"): which pods and when (controllers::LogReadPlanner: once per phase, slowly while
+// Running, a global rate), the read itself (pods/log with tailLines and limitBytes <= 64 KiB), and
+// what is kept (controllers::PodLogDigest: verdicts and matched lines, never the log).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controllers/job_kind.h"
+#include "controllers/pod_logs.h"
+#include "core/json.h"
+#include "kube/client.h"
+
+namespace ncclguard::manager {
+
+// The digests of the pods read, by "namespace/pod"; shared by the reader and the reconcilers.
+class PodLogStore {
+ public:
+  std::vector<controllers::PodLogDigest> Get(std::string_view namespace_,
+                                             std::string_view pod) const;
+  // Merged into what an earlier read of the same container found.
+  void Put(const std::string& pod_key, controllers::PodLogDigest digest);
+  // Drops every pod not in `live`.
+  void Retain(const std::vector<std::string>& live);
+  std::size_t Size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::vector<controllers::PodLogDigest>, std::less<>> digests_;
+};
+
+// Returns a container's log tail, or nullopt when it cannot be read (not started, gone, denied).
+using PodLogSource = std::function<std::optional<std::string>(
+    const std::string& namespace_, const std::string& pod, const std::string& container)>;
+
+// GET /api/v1/namespaces/N/pods/P/log?container=C&tailLines=..&limitBytes=.. with `client`.
+PodLogSource KubePodLogSource(std::shared_ptr<kube::Client> client);
+
+class PodLogReader {
+ public:
+  PodLogReader(controllers::LogReadLimits limits, PodLogSource source, PodLogStore& store)
+      : planner_(limits), source_(std::move(source)), store_(store) {}
+
+  // One pass over `pods` (the pod cache) at `now`: reads the logs of those due, while the global
+  // rate allows, for pods of jobs `managed` accepts. Returns the jobs whose pods were read.
+  std::vector<controllers::JobKey> Tick(
+      const std::vector<core::Json>& pods,
+      const std::function<bool(const controllers::JobKey&)>& managed, controllers::Timestamp now);
+
+  long reads() const { return reads_; }
+
+ private:
+  controllers::LogReadPlanner planner_;
+  PodLogSource source_;
+  PodLogStore& store_;
+  long reads_ = 0;
+};
+
+}  // namespace ncclguard::manager

@@ -1,0 +1,421 @@
+// The log diagnoses (controllers/log_scan.h, controllers/diagnoses/): every matcher against the
+// lines each NCCL generation (2.18-2.23, with and without aws-ofi-nccl) and PyTorch print, the
+// near misses that must stay silent, redaction and bounded state.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "controllers/diagnosis.h"
+#include "controllers/log_scan.h"
+#include "core/catalog.h"
+#include "tests/unit/test_support.h"
+
+namespace ncclguard::test {
+namespace {
+
+using controllers::LineSplitter;
+using controllers::LogFinding;
+using controllers::LogScan;
+using controllers::NcclTransportKind;
+
+struct Log {
+  std::string name;
+  std::string text;
+  std::optional<bool> efa_requested = std::nullopt;
+};
+
+struct Result {
+  std::vector<LogFinding> findings;
+  std::vector<controllers::TransportVerdict> transports;
+  std::vector<LogFinding> Of(std::string_view id) const {
+    std::vector<LogFinding> of;
+    for (const LogFinding& f : findings)
+      if (f.id == id) of.push_back(f);
+    return of;
+  }
+  std::set<std::string> Ids() const {
+    std::set<std::string> ids;
+    for (const LogFinding& f : findings) ids.insert(std::string(f.id));
+    return ids;
+  }
+};
+
+Result Scan(const std::vector<Log>& logs) {
+  LogScan scan;
+  for (const Log& log : logs) {
+    const std::size_t source = scan.AddSource({log.name, log.efa_requested});
+    LineSplitter splitter;
+    const auto feed = [&](std::string_view line) { scan.Feed(source, line); };
+    splitter.Push(log.text, feed);
+    splitter.Finish(feed);
+  }
+  Result result{scan.Finish(), {}};
+  for (std::size_t s = 0; s < logs.size(); ++s) result.transports.push_back(scan.Transport(s));
+  return result;
+}
+
+Result ScanOne(const std::string& text, std::optional<bool> efa_requested = std::nullopt) {
+  return Scan({{"rank0.log", text, efa_requested}});
+}
+
+std::string Fixture(const std::string& name) {
+  return ReadFile(SourcePath("tests/fixtures/logs/" + name));
+}
+
+// Everything a scan says, for checks that something never appears in it.
+std::string AllText(const Result& r) {
+  std::string all;
+  for (const LogFinding& f : r.findings) {
+    all += f.message + "\n";
+    for (const auto& e : f.evidence) all += e.text + "\n";
+  }
+  for (const auto& t : r.transports) {
+    all += t.why + t.plugin_version + t.provider + "\n";
+    for (const auto& e : t.evidence) all += e.text + "\n";
+  }
+  return all;
+}
+
+TEST(LogMatchers, EachFindsARegisteredDiagnosisWithAGuideSection) {
+  ASSERT_GE(controllers::LogMatcherRegistry::All().size(), 6u);
+  std::set<std::string> ids;
+  for (const auto& entry : controllers::LogMatcherRegistry::All()) {
+    const core::CatalogEntry* catalog = core::Catalog::Find(entry.id);
+    ASSERT_NE(catalog, nullptr) << entry.id;
+    EXPECT_EQ(catalog->kind, core::FindingKind::Diagnosis) << entry.id;
+    EXPECT_NE(controllers::DiagnosisRegistry::Find(entry.id), nullptr) << entry.id;
+    EXPECT_TRUE(ids.insert(std::string(entry.id)).second) << entry.id << " registered twice";
+  }
+  for (const char* id : {"efa-tcp-fallback", "memory-registration-failed", "gpu-oom",
+                         "nccl-watchdog-timeout", "nccl-version-mismatch", "first-failed-rank"}) {
+    EXPECT_TRUE(ids.contains(id)) << id;
+  }
+}
+
+// --- transport -----------------------------------------------------------------------------
+
+TEST(LogTransport, EfaWithPluginUpTo1_11OnNccl2_18IsEfaAndSilent) {
+  // The log mentions sockets: c10d's store, NCCL's bootstrap, NCCL_SOCKET_IFNAME.
+  const Result r = ScanOne(Fixture("efa-nccl2.18-ofi1.7.log"));
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
+  EXPECT_EQ(r.transports[0].plugin_version, "aws-ofi-nccl 1.7.4-aws");
+  EXPECT_EQ(r.transports[0].provider, "efa");
+  EXPECT_TRUE(r.findings.empty()) << r.findings.front().message;
+}
+
+TEST(LogTransport, EfaWithPlugin1_13OnNccl2_23IsEfa) {
+  const Result r = ScanOne(Fixture("efa-nccl2.23-ofi1.13.log"));
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
+  EXPECT_EQ(r.transports[0].plugin_version, "aws-ofi-nccl 1.13.2");
+  EXPECT_EQ(r.transports[0].provider, "efa");
+  EXPECT_TRUE(r.findings.empty());
+}
+
+TEST(LogTransport, PluginNamedOfiByNcclNetIsEfa) {
+  const Result r = ScanOne("h:1:2 [0] NCCL INFO Using network OFI\n");
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
+}
+
+TEST(LogTransport, ChannelLinesAloneDecide) {
+  EXPECT_EQ(ScanOne("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Libfabric/0/"
+                    "GDRDMA\n")
+                .transports[0]
+                .kind,
+            NcclTransportKind::Efa);
+  const Result socket =
+      ScanOne("h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/Socket/1\n");
+  EXPECT_EQ(socket.transports[0].kind, NcclTransportKind::Socket);
+  EXPECT_EQ(socket.Ids(), std::set<std::string>{"efa-tcp-fallback"});
+}
+
+TEST(LogTransport, SocketFallbackOnNccl2_18AndOn2_23IsFound) {
+  for (const char* file : {"socket-nccl2.18.log", "socket-nccl2.23.log"}) {
+    const Result r = ScanOne(Fixture(file));
+    EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket) << file;
+    const auto found = r.Of("efa-tcp-fallback");
+    ASSERT_EQ(found.size(), 1u) << file;
+    EXPECT_NE(found[0].message.find("TCP socket"), std::string::npos) << found[0].message;
+    ASSERT_FALSE(found[0].evidence.empty());
+    EXPECT_NE(found[0].evidence[0].text.find("Using network Socket"), std::string::npos);
+    // The "no plugin" line of each generation is evidence too.
+    bool no_plugin = false;
+    for (const auto& e : found[0].evidence)
+      no_plugin |= e.text.find("NET/Plugin") != 0 && e.text.find("NET/Plugin") != std::string::npos;
+    EXPECT_TRUE(no_plugin) << file;
+  }
+}
+
+TEST(LogTransport, PluginOnTheLibfabricTcpProviderIsSocket) {
+  const Result r = ScanOne(Fixture("ofi-tcp-provider.log"));
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
+  EXPECT_EQ(r.transports[0].provider, "tcp");
+  ASSERT_EQ(r.Of("efa-tcp-fallback").size(), 1u);
+  EXPECT_NE(r.Of("efa-tcp-fallback")[0].message.find("provider tcp"), std::string::npos);
+}
+
+TEST(LogTransport, SocketsInAPodThatRequestedNoEfaAreNoFinding) {
+  const Result r = ScanOne(Fixture("socket-nccl2.18.log"), false);
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
+  EXPECT_TRUE(r.Of("efa-tcp-fallback").empty());
+  EXPECT_EQ(ScanOne(Fixture("socket-nccl2.18.log"), true).Of("efa-tcp-fallback").size(), 1u);
+}
+
+TEST(LogTransport, BootstrapAndSocketIfnameLinesAreNotFallback) {
+  const Result r = ScanOne(
+      "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+      "h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
+      "[I socket.cpp:480] [c10d] The server socket has started to listen on [::]:29500.\n"
+      "h:1:9 [0] NCCL INFO NET/OFI Selected Provider is efa (found 32 nics)\n"
+      "h:1:9 [0] NCCL INFO Using network AWS Libfabric\n");
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
+  EXPECT_TRUE(r.findings.empty());
+}
+
+TEST(LogTransport, NoNcclLinesIsUnknownAndSilent) {
+  const Result r = ScanOne("epoch 1 step 10 loss 3.2\nepoch 1 step 20 loss 3.1\n");
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Unknown);
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_EQ(ScanOne("").transports[0].kind, NcclTransportKind::Unknown);
+}
+
+TEST(LogTransport, InfinibandIsNeitherEfaNorSocket) {
+  const Result r = ScanOne("h:1:1 [0] NCCL INFO Using network IB\n");
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Unknown);
+  EXPECT_NE(r.transports[0].why.find("IB"), std::string::npos);
+  EXPECT_TRUE(r.findings.empty());
+}
+
+TEST(LogTransport, OneCommunicatorOnSocketsMakesTheProcessSocket) {
+  const Result r = ScanOne(
+      "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n"
+      "h:1:1 [0] NCCL INFO Using network Socket\n");
+  EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
+}
+
+// --- memlock -------------------------------------------------------------------------------
+
+TEST(LogMemoryRegistration, PluginLibfabricAndVerbsFailuresAreFound) {
+  for (const std::string line :
+       {"h:1:2 [0] NCCL WARN NET/OFI Unable to register memory (type = 2) for device 3. RC: -12, "
+        "Error: Cannot allocate memory",
+        "h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot "
+        "allocate memory",
+        "libfabric:41:1700000000::efa:mr:efa_mr_reg_impl():901<warn> Unable to register MR: Cannot "
+        "allocate memory"}) {
+    const Result r = ScanOne("before\n" + line + "\nafter\n");
+    const auto found = r.Of("memory-registration-failed");
+    ASSERT_EQ(found.size(), 1u) << line;
+    EXPECT_EQ(found[0].evidence[0].line, 2u);
+  }
+}
+
+TEST(LogMemoryRegistration, InvalidArgumentAndOtherEnomemAreNot) {
+  const Result r = ScanOne(
+      "h:1:2 [0] NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, "
+      "Error: Invalid argument\n"
+      "OSError: [Errno 12] Cannot allocate memory\n"
+      "h:1:2 [0] NCCL INFO NET/OFI Registering memory with the domain\n");
+  EXPECT_TRUE(r.Of("memory-registration-failed").empty());
+}
+
+// --- CUDA OOM ------------------------------------------------------------------------------
+
+TEST(LogGpuOom, PyTorchAndNcclWordingsAreFound) {
+  for (const std::string line :
+       {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.11 GiB total)",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+        "RuntimeError: CUDA error: out of memory", "cudaErrorMemoryAllocation: out of memory",
+        "h:1:2 [0] enqueue.cc:100 NCCL WARN Cuda failure 'out of memory'",
+        "h:1:2 [0] include/alloc.h:125 NCCL WARN Cuda failure 2 'out of memory'"}) {
+    EXPECT_EQ(ScanOne(line + "\n").Of("gpu-oom").size(), 1u) << line;
+  }
+}
+
+TEST(LogGpuOom, MemoryTalkThatIsNotAnOomIsSilent) {
+  const Result r = ScanOne(
+      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid memory fragmentation\n"
+      "max memory allocated: 61.2 GiB, reserved 70.1 GiB\n"
+      "h:1:2 [0] NCCL INFO NVLS multicast support is available, memory granularity 2MiB\n");
+  EXPECT_TRUE(r.findings.empty());
+}
+
+// --- watchdog ------------------------------------------------------------------------------
+
+TEST(LogWatchdog, TimeoutsOfEachPyTorchGenerationAreFound) {
+  for (const std::string line :
+       {"[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600054 milliseconds before timing out.",
+        "[rank3]:[E1002 12:00:01.000 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE) ran for 600054 milliseconds",
+        "[PG ID 0 PG GUID 0(default_pg) Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 "
+        "seconds without making progress in monitoring enqueued collectives."}) {
+    EXPECT_EQ(ScanOne(line + "\n").Of("nccl-watchdog-timeout").size(), 1u) << line;
+  }
+  EXPECT_TRUE(
+      ScanOne("TORCH_NCCL_ENABLE_MONITORING=1 watchdog heartbeat 480 s\n").findings.empty());
+}
+
+// --- NCCL versions -------------------------------------------------------------------------
+
+TEST(LogNcclVersion, DifferentVersionsAcrossRanksAreFound) {
+  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", Fixture("rank1-nccl2.20.log")}});
+  const auto found = r.Of("nccl-version-mismatch");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].message.find("2.18.5 in rank0.log"), std::string::npos) << found[0].message;
+  EXPECT_NE(found[0].message.find("2.20.5 in rank1.log"), std::string::npos) << found[0].message;
+  EXPECT_EQ(found[0].evidence.size(), 2u);
+}
+
+TEST(LogNcclVersion, WithinOneSlurmLogTheProcessesAreNamed) {
+  const Result r = ScanOne(
+      "node-a:100:100 [0] NCCL INFO NCCL version 2.23.4+cuda12.6\n"
+      "node-b:200:200 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
+  const auto found = r.Of("nccl-version-mismatch");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].message.find("(node-b:200)"), std::string::npos) << found[0].message;
+}
+
+TEST(LogNcclVersion, NcclsOwnMismatchWarningIsFound) {
+  const Result r = ScanOne(
+      "h:1:2 [0] init.cc:775 NCCL WARN Mismatched NCCL version detected : rank 3 version 22304 "
+      "rank 0 version 22005\n");
+  EXPECT_EQ(r.Of("nccl-version-mismatch").size(), 1u);
+}
+
+TEST(LogNcclVersion, OneVersionEverywhereIsSilent) {
+  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", Fixture("rank0-peer-closed.log")},
+                         {"rank2.log", "NCCL version 2.18.5+cuda12.2\n"}});
+  EXPECT_TRUE(r.Of("nccl-version-mismatch").empty());
+}
+
+// --- the first rank to fail ----------------------------------------------------------------
+
+TEST(LogFirstFailedRank, NamesTheRankThatFailedOnItsOwn) {
+  const Result r = Scan(
+      {{"rank0.log", Fixture("rank0-peer-closed.log")}, {"rank1.log", Fixture("rank1-oom.log")}});
+  const auto found = r.Of("first-failed-rank");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].message.find("the first to fail: rank1.log:5 (rank 1)"), std::string::npos)
+      << found[0].message;
+  EXPECT_EQ(found[0].source, 1u);
+  // The OOM is also its own finding.
+  EXPECT_EQ(r.Of("gpu-oom").size(), 1u);
+}
+
+TEST(LogFirstFailedRank, TorchrunsRootCauseWins) {
+  const Result r = ScanOne(
+      "[rank0]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:275, remote "
+      "process exited or there was a network error, NCCL version 2.21.5\n"
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+      "============================================================\n"
+      "Root Cause (first observed failure):\n"
+      "[0]:\n"
+      "  time      : 2024-05-01_12:00:00\n"
+      "  host      : worker-3\n"
+      "  rank      : 27 (local_rank: 3)\n"
+      "  exitcode  : -11 (pid: 4567)\n"
+      "  error_file: <N/A>\n");
+  const auto found = r.Of("first-failed-rank");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].message.find("rank 27 (local_rank: 3)"), std::string::npos)
+      << found[0].message;
+  EXPECT_NE(found[0].message.find("host worker-3"), std::string::npos) << found[0].message;
+}
+
+TEST(LogFirstFailedRank, WithoutTheFailedRanksLogThePeerIsNamed) {
+  const Result r = ScanOne(Fixture("rank0-peer-closed.log"));
+  const auto found = r.Of("first-failed-rank");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].message.find("worker-1.trainer.default.svc.cluster.local"), std::string::npos);
+}
+
+TEST(LogFirstFailedRank, AnErrorAfterTheRemoteOneIsNotTheCause) {
+  const Result r = Scan(
+      {{"rank0.log",
+        "h:1:2 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer "
+        "x<1>\nValueError: cleanup failed\n"}});
+  const auto found = r.Of("first-failed-rank");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].message.find("first to fail"), std::string::npos) << found[0].message;
+}
+
+TEST(LogFirstFailedRank, AFailureWithoutAChainIsNotOne) {
+  EXPECT_TRUE(ScanOne(Fixture("rank1-oom.log")).Of("first-failed-rank").empty());
+}
+
+// --- redaction, bounds, splitting ----------------------------------------------------------
+
+TEST(LogRedaction, ASecretInANeighbouringLineNeverAppears) {
+  const Result r = Scan({{"a.log", Fixture("efa-nccl2.18-ofi1.7.log")},
+                         {"b.log", Fixture("socket-nccl2.18.log")},
+                         {"c.log", Fixture("memlock.log")}});
+  EXPECT_FALSE(r.findings.empty());
+  const std::string all = AllText(r);
+  for (const char* secret :
+       {"hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "0123456789abcdef0123456789abcdef01234567",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}) {
+    EXPECT_EQ(all.find(secret), std::string::npos) << secret;
+  }
+}
+
+TEST(LogRedaction, SecretsInAMatchedLineAreRedacted) {
+  EXPECT_EQ(controllers::RedactLine("CUDA out of memory HF_TOKEN=hf_abcdefghijklmnopqrstu x=1"),
+            "CUDA out of memory HF_TOKEN=<redacted> x=1");
+  EXPECT_EQ(controllers::RedactLine("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.abc"),
+            "Authorization: <redacted>");
+  EXPECT_EQ(controllers::RedactLine("curl -H 'x: Bearer abcdefghijklmnop' failed"),
+            "curl -H 'x: Bearer <redacted>' failed");
+  EXPECT_EQ(controllers::RedactLine("key AKIAABCDEFGHIJKLMNOP used"), "key <redacted> used");
+  EXPECT_EQ(controllers::RedactLine("\"api_key\": \"s3cr3t\", \"rank\": 3"),
+            "\"api_key\": \"<redacted>\", \"rank\": 3");
+  EXPECT_EQ(controllers::RedactLine("NCCL INFO NET/OFI RC: -12, Error: Cannot allocate memory"),
+            "NCCL INFO NET/OFI RC: -12, Error: Cannot allocate memory");
+  const std::string huge(10000, 'x');
+  EXPECT_LE(controllers::RedactLine(huge).size(), controllers::kMaxEvidenceBytes);
+}
+
+TEST(LogScanBounds, StateStaysBoundedWhateverTheLog) {
+  LogScan scan;
+  const std::size_t source = scan.AddSource({"big.log", std::nullopt});
+  for (int i = 0; i < 100000; ++i) {
+    scan.Feed(source, "torch.OutOfMemoryError: CUDA out of memory. step " + std::to_string(i));
+    scan.Feed(source, "h:" + std::to_string(i) + ":1 [0] NCCL INFO NCCL version 2." +
+                          std::to_string(i % 50) + ".1+cuda12.2");
+  }
+  const auto findings = scan.Finish();
+  for (const LogFinding& f : findings) {
+    EXPECT_LE(f.evidence.size(), 8u) << f.id;
+    EXPECT_LE(f.message.size(), 2000u) << f.id;
+  }
+  EXPECT_EQ(scan.Lines(source), 200000u);
+}
+
+TEST(LineSplitterTest, SplitsAcrossChunksCutsLongLinesAndKeepsTheLastLine) {
+  std::vector<std::string> lines;
+  LineSplitter splitter;
+  const auto collect = [&](std::string_view line) { lines.emplace_back(line); };
+  splitter.Push("one\r\ntw", collect);
+  splitter.Push("o\n", collect);
+  splitter.Push(std::string(controllers::kMaxLogLineBytes + 10, 'x') + "\nthree", collect);
+  splitter.Finish(collect);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "one");
+  EXPECT_EQ(lines[1], "two");
+  EXPECT_EQ(lines[2].size(), controllers::kMaxLogLineBytes);
+  EXPECT_EQ(lines[3], "three");
+}
+
+TEST(LogDiagnoses, ACleanEfaRunSaysNothing) {
+  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", Fixture("efa-nccl2.23-ofi1.13.log")}});
+  // 2.18.5 and 2.23.4 differ: only the version diagnosis speaks.
+  EXPECT_EQ(r.Ids(), std::set<std::string>{"nccl-version-mismatch"});
+  EXPECT_TRUE(ScanOne(Fixture("efa-nccl2.23-ofi1.13.log")).findings.empty());
+}
+
+}  // namespace
+}  // namespace ncclguard::test

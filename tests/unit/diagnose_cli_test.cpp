@@ -1,0 +1,85 @@
+// `ncclguard diagnose`: exit codes, JSON, stdin, several files, input errors.
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+#include "tests/unit/test_support.h"
+
+namespace ncclguard::test {
+namespace {
+
+std::string Log(const std::string& name) { return SourcePath("tests/fixtures/logs/" + name); }
+
+TEST(DiagnoseCli, CleanEfaLogExitsZero) {
+  const auto r = RunCli({"diagnose", Log("efa-nccl2.23-ofi1.13.log")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("NCCL transport EFA"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 findings in 1 log"), std::string::npos) << r.out;
+}
+
+TEST(DiagnoseCli, SocketFallbackExitsOneWithTheGuideLink) {
+  const auto r = RunCli(
+      {"diagnose", Log("socket-nccl2.18.log"), "--guide-base-url", "https://wiki.example/g"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("efa-tcp-fallback"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("https://wiki.example/g#efa-tcp-fallback"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0123456789abcdef0123456789abcdef01234567"), std::string::npos);
+}
+
+TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
+  const auto r =
+      RunCli({"diagnose", "-o", "json", Log("rank0-peer-closed.log"), Log("rank1-oom.log")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const core::Json findings = core::Json::parse(r.out);
+  ASSERT_TRUE(findings.is_array());
+  ASSERT_EQ(findings.size(), 2u) << r.out;
+  for (const core::Json& f : findings) {
+    for (const char* key :
+         {"id", "level", "file", "lines", "message", "evidence", "remedy", "guide"})
+      EXPECT_TRUE(f.contains(key)) << key << " in " << f.dump();
+    EXPECT_EQ(f["level"], "warn");
+    EXPECT_TRUE(f["lines"].is_array() && !f["lines"].empty());
+    for (const core::Json& e : f["evidence"]) {
+      EXPECT_TRUE(e["file"].is_string() && e["line"].is_number_unsigned() && e["text"].is_string());
+    }
+  }
+  EXPECT_EQ(findings[0]["id"], "gpu-oom");
+  EXPECT_EQ(findings[0]["file"], Log("rank1-oom.log"));
+  EXPECT_EQ(findings[0]["lines"], core::Json::array({5}));
+  EXPECT_EQ(findings[1]["id"], "first-failed-rank");
+  EXPECT_NE(findings[1]["guide"].get<std::string>().find("#nccl-timeout"), std::string::npos);
+}
+
+TEST(DiagnoseCli, ReadsStandardInputBesideFiles) {
+  const auto r = RunCli({"diagnose", "-o", "json", Log("efa-nccl2.18-ofi1.7.log"), "-"},
+                        ReadFile(Log("memlock.log")));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const core::Json findings = core::Json::parse(r.out);
+  ASSERT_EQ(findings.size(), 1u) << r.out;
+  EXPECT_EQ(findings[0]["id"], "memory-registration-failed");
+  EXPECT_EQ(findings[0]["file"], "<stdin>");
+  EXPECT_EQ(r.out.find("wJalrXUtnFEMI"), std::string::npos);
+}
+
+TEST(DiagnoseCli, EmptyJsonArrayWhenClean) {
+  const auto r = RunCli({"diagnose", "-o", "json", "-"}, "just training\n");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(core::Json::parse(r.out), core::Json::array());
+}
+
+TEST(DiagnoseCli, AMissingFileIsOneLineOnStderrAndNothingOnStdout) {
+  const auto r = RunCli({"diagnose", Log("socket-nccl2.18.log"), "/nonexistent/rank9.log"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("/nonexistent/rank9.log"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(DiagnoseCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(RunCli({"diagnose"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"diagnose", "-o", "yaml", Log("memlock.log")}).exit_code, 2);
+  EXPECT_EQ(RunCli({"diagnose", "-", "-"}, "x\n").exit_code, 2);
+  EXPECT_EQ(RunCli({"diagnose", SourcePath("tests/fixtures/logs")}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ncclguard::test

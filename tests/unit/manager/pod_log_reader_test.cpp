@@ -1,0 +1,95 @@
+// PodLogReader with a counting log source: which pods are read, how often, within the global rate.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "manager/pod_log_reader.h"
+#include "tests/unit/controllers/fake_cluster.h"
+
+namespace ncclguard::test {
+namespace {
+
+using controllers::Timestamp;
+
+const Timestamp kStart =
+    std::chrono::sys_days(std::chrono::year(2026) / 12 / 3) + std::chrono::hours(13);
+
+struct CountingSource {
+  std::map<std::string, int> reads;  // by pod
+  int total = 0;
+  manager::PodLogSource Source() {
+    return [this](const std::string& ns, const std::string& pod,
+                  const std::string&) -> std::optional<std::string> {
+      ++reads[ns + "/" + pod];
+      ++total;
+      return std::string("h:1:1 [0] NCCL INFO Using network Socket\n");
+    };
+  }
+};
+
+std::vector<Json> Pods(int count, const std::string& phase) {
+  std::vector<Json> pods;
+  for (int i = 0; i < count; ++i) {
+    Json pod = KubeflowPod("team-a", "job-" + std::to_string(i / 8), "p-" + std::to_string(i),
+                           {{"phase", phase}});
+    pod["spec"]["containers"] = Json::array({{{"name", "pytorch"}}});
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+const auto kAllManaged = [](const controllers::JobKey&) { return true; };
+
+TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
+  CountingSource counting;
+  manager::PodLogStore store;
+  const controllers::LogReadLimits limits{std::chrono::seconds(300), 2.0, 10.0};
+  manager::PodLogReader reader(limits, counting.Source(), store);
+  const std::vector<Json> running = Pods(500, "Running");
+  for (int second = 0; second <= 300; ++second) {
+    reader.Tick(running, kAllManaged, kStart + std::chrono::seconds(second));
+    // Never more than the burst plus the rate since the start.
+    ASSERT_LE(counting.total, 10 + 2 * second) << "at second " << second;
+  }
+  // 10 + 2 x 245 s covers all 500 before the periodic re-reads start at 300 s.
+  EXPECT_EQ(counting.reads.size(), 500u);
+  for (const auto& [pod, n] : counting.reads) EXPECT_LE(n, 2) << pod;
+  EXPECT_EQ(store.Size(), 500u);
+
+  // A phase change is read again, once.
+  std::vector<Json> failed = Pods(1, "Failed");
+  const int before = counting.reads["team-a/p-0"];
+  for (int second = 301; second < 320; ++second) {
+    reader.Tick(failed, kAllManaged, kStart + std::chrono::seconds(second));
+  }
+  EXPECT_EQ(counting.reads["team-a/p-0"], before + 1);
+  // The other pods are gone from the cache: forgotten.
+  EXPECT_EQ(store.Size(), 1u);
+}
+
+TEST(PodLogReaderTest, PendingAndUnmanagedPodsAreNeverRead) {
+  CountingSource counting;
+  manager::PodLogStore store;
+  manager::PodLogReader reader({}, counting.Source(), store);
+  reader.Tick(Pods(20, "Pending"), kAllManaged, kStart);
+  reader.Tick(
+      Pods(20, "Running"), [](const controllers::JobKey&) { return false; },
+      kStart + std::chrono::seconds(10));
+  EXPECT_EQ(counting.total, 0);
+}
+
+TEST(PodLogReaderTest, TheReadJobsAreReturnedAndTheDigestStored) {
+  CountingSource counting;
+  manager::PodLogStore store;
+  manager::PodLogReader reader({}, counting.Source(), store);
+  const auto jobs = reader.Tick(Pods(2, "Running"), kAllManaged, kStart);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].name, "job-0");
+  const auto digests = store.Get("team-a", "p-1");
+  ASSERT_EQ(digests.size(), 1u);
+  EXPECT_EQ(digests[0].transport.kind, controllers::NcclTransportKind::Socket);
+  EXPECT_LE(controllers::kPodLogLimitBytes, 64 * 1024);
+}
+
+}  // namespace
+}  // namespace ncclguard::test
