@@ -5,6 +5,7 @@
 #   scripts/controlplane.sh build    build the binaries once per machine (cached)
 #   scripts/controlplane.sh build node   also kubelet, kube-scheduler,
 #                                    kube-controller-manager and kube-proxy (scripts/node.sh)
+#   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
@@ -155,7 +156,8 @@ cmd_build() {
   case "$what" in
     "") ;;
     node) specs+=("node|kubelet kube-scheduler kube-controller-manager kube-proxy|./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager ./cmd/kube-proxy") ;;
-    *) die "build: unknown component '$what' (known: node)" ;;
+    kueue) specs+=("kueue|kueue|sigs.k8s.io/kueue/cmd/kueue") ;;
+    *) die "build: unknown component '$what' (known: node, kueue)" ;;
   esac
   for spec in "${specs[@]}"; do
     IFS='|' read -r module binaries packages <<<"$spec"

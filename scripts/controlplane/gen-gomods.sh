@@ -60,7 +60,12 @@ if [[ "${1:-}" == node ]]; then
   gen_kube node # the node's module alone, leaving the others' go.sum as they are
   exit 0
 fi
+if [[ "${1:-}" == kueue ]]; then
+  gen_simple kueue sigs.k8s.io/kueue "$KUEUE_VERSION" # Kueue's module alone
+  exit 0
+fi
 gen_kube kube
 gen_kube node
 gen_simple etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 gen_simple helm helm.sh/helm/v3 "$HELM_VERSION"
+gen_simple kueue sigs.k8s.io/kueue "$KUEUE_VERSION"
