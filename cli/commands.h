@@ -122,7 +122,8 @@ struct ControllerCommandOptions {
   std::string cert_dir = "/var/run/ncclguard/certs";
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
-  // Answer Kueue AdmissionChecks with controllerName ncclguard.io/preflight (manager/kueue_wiring.h).
+  // Answer Kueue AdmissionChecks with controllerName ncclguard.io/preflight
+  // (manager/kueue_wiring.h).
   bool kueue_admission_check = false;
 };
 // Adds the `controller` subcommand and its flags (the policy flags are the caller's).

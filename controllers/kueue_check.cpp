@@ -128,10 +128,8 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
     demands = NodeDemands(assigned, templates, policy);
   } catch (const std::exception& e) {  // InputError, or a JSON type error from a bad field
     return {std::string(core::kCheckPending),
-            std::string("ncclguard cannot read the Workload's pod sets: ") + e.what(),
-            nullptr,
-            std::nullopt,
-            std::nullopt};
+            std::string("ncclguard cannot read the Workload's pod sets: ") + e.what(), nullptr,
+            std::nullopt, std::nullopt};
   }
   GateVerdict verdict;
   if (!policy.gate.enabled) {
@@ -143,17 +141,15 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
     Json updates = Json::array();
     for (const PodSet& pod_set : pod_sets) {
       if (!policy.gate.enabled || NodeDemands(assigned, {pod_set.tmpl}, policy).empty()) continue;
-      updates.push_back(
-          {{"name", pod_set.name},
-           {"nodeSelector", {{std::string(core::kValidatedNodeLabel), "true"}}}});
+      updates.push_back({{"name", pod_set.name},
+                         {"nodeSelector", {{std::string(core::kValidatedNodeLabel), "true"}}}});
     }
     return {std::string(core::kCheckReady), verdict.message,
             updates.empty() ? Json(nullptr) : std::move(updates), std::nullopt, std::nullopt};
   }
   const Json* reserved = FindCondition(workload, core::kKueueQuotaReserved);
-  const auto since = reserved != nullptr
-                         ? ParseTime(StringField(*reserved, "lastTransitionTime"))
-                         : std::nullopt;
+  const auto since =
+      reserved != nullptr ? ParseTime(StringField(*reserved, "lastTransitionTime")) : std::nullopt;
   const std::chrono::seconds hold{policy.gate.hold_timeout_seconds};
   const Timestamp start = since && *since <= now ? *since : now;
   if (now - start >= hold) {
@@ -177,9 +173,9 @@ Json EntryToApply(const Json& current, const std::string& name, const Answer& an
                                 ? (updates.is_null() || (updates.is_array() && updates.empty()))
                                 : updates == answer.pod_set_updates;
   const Json& requeue = Member(current, "requeueAfterSeconds");
-  const bool same_requeue = !answer.requeue_after_seconds ||
-                            (requeue.is_number_integer() &&
-                             requeue.get<std::int64_t>() == *answer.requeue_after_seconds);
+  const bool same_requeue =
+      !answer.requeue_after_seconds ||
+      (requeue.is_number_integer() && requeue.get<std::int64_t>() == *answer.requeue_after_seconds);
   if (state == answer.state && StringField(current, "message") == message && same_updates &&
       same_requeue) {
     return nullptr;
@@ -187,9 +183,9 @@ Json EntryToApply(const Json& current, const std::string& name, const Answer& an
   Json entry{{"name", name},
              {"state", answer.state},
              {"message", message},
-             {"lastTransitionTime", state == answer.state
-                                        ? StringField(current, "lastTransitionTime", FormatTime(now))
-                                        : FormatTime(now)}};
+             {"lastTransitionTime",
+              state == answer.state ? StringField(current, "lastTransitionTime", FormatTime(now))
+                                    : FormatTime(now)}};
   if (!answer.pod_set_updates.is_null()) entry["podSetUpdates"] = answer.pod_set_updates;
   if (answer.requeue_after_seconds) entry["requeueAfterSeconds"] = *answer.requeue_after_seconds;
   return entry;
@@ -216,8 +212,7 @@ bool IsPreflightCheck(const Json& admission_check) {
          core::kPreflightCheckController;
 }
 
-ReconcileResult ReconcileAdmissionCheck(const std::optional<Json>& admission_check,
-                                        Timestamp now) {
+ReconcileResult ReconcileAdmissionCheck(const std::optional<Json>& admission_check, Timestamp now) {
   ReconcileResult result;
   if (!admission_check || !IsPreflightCheck(*admission_check)) return result;
   const std::int64_t generation = IntField(Member(*admission_check, "metadata"), "generation");
@@ -240,12 +235,12 @@ ReconcileResult ReconcileAdmissionCheck(const std::optional<Json>& admission_che
   ref.kind = "AdmissionCheck";
   ref.name = Meta(*admission_check, "name");
   ref.resource = "admissionchecks";
-  result.actions.push_back(ApplyObject{
-      ref, true, std::string(kKueueFieldManager),
-      Json{{"apiVersion", std::string(core::kKueueApiVersion)},
-           {"kind", "AdmissionCheck"},
-           {"metadata", {{"name", ref.name}}},
-           {"status", {{"conditions", Json::array({condition})}}}}});
+  result.actions.push_back(
+      ApplyObject{ref, true, std::string(kKueueFieldManager),
+                  Json{{"apiVersion", std::string(core::kKueueApiVersion)},
+                       {"kind", "AdmissionCheck"},
+                       {"metadata", {{"name", ref.name}}},
+                       {"status", {{"conditions", Json::array({condition})}}}}});
   return result;
 }
 
@@ -286,12 +281,12 @@ ReconcileResult ReconcileWorkloadChecks(const std::optional<Json>& workload,
   if (answer && answer->recheck_after) result.requeue_after = answer->recheck_after;
   if (entries.empty()) return result;
   const core::ObjectRef ref = WorkloadRef(*workload);
-  result.actions.push_back(ApplyObject{
-      ref, true, std::string(kKueueFieldManager),
-      Json{{"apiVersion", std::string(core::kKueueApiVersion)},
-           {"kind", "Workload"},
-           {"metadata", {{"name", ref.name}, {"namespace", ref.namespace_}}},
-           {"status", {{"admissionChecks", std::move(entries)}}}}});
+  result.actions.push_back(
+      ApplyObject{ref, true, std::string(kKueueFieldManager),
+                  Json{{"apiVersion", std::string(core::kKueueApiVersion)},
+                       {"kind", "Workload"},
+                       {"metadata", {{"name", ref.name}, {"namespace", ref.namespace_}}},
+                       {"status", {{"admissionChecks", std::move(entries)}}}}});
   return result;
 }
 

@@ -39,13 +39,17 @@ inline constexpr std::string_view kReportingController = "ncclguard.io/controlle
 inline constexpr std::string_view kPreflightCheckController = "ncclguard.io/preflight";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 11> kContractNames{
-    kApiVersion,           kEnabledNamespaceLabel,
-    kManagedJobLabel,      kGateAnnotation,
-    kValidatedNodeLabel,   kProbeRequestedAnnotation,
-    kMasterAddrAnnotation, kDiagnosisAnnotation,
-    kReportingController,  kApiGroup,
-    kPreflightCheckController};
+inline constexpr std::array<std::string_view, 11> kContractNames{kApiVersion,
+                                                                 kEnabledNamespaceLabel,
+                                                                 kManagedJobLabel,
+                                                                 kGateAnnotation,
+                                                                 kValidatedNodeLabel,
+                                                                 kProbeRequestedAnnotation,
+                                                                 kMasterAddrAnnotation,
+                                                                 kDiagnosisAnnotation,
+                                                                 kReportingController,
+                                                                 kApiGroup,
+                                                                 kPreflightCheckController};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

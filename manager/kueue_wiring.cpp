@@ -47,7 +47,8 @@ struct KueueCaches {
     std::vector<WorkloadKey> keys;
     for (const auto& workload : workloads->List()) {
       if (!keep(*workload)) continue;
-      keys.push_back({controllers::Meta(*workload, "namespace"), controllers::Meta(*workload, "name")});
+      keys.push_back(
+          {controllers::Meta(*workload, "namespace"), controllers::Meta(*workload, "name")});
     }
     return keys;
   }
@@ -91,13 +92,13 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
     return kueue->Workloads(
         [&checks](const Json& workload) { return controllers::HasPendingCheck(workload, checks); });
   };
-  spec.watches.push_back({kueue->workloads.get(),
-                          [](const Json& workload) {
-                            return std::vector<WorkloadKey>{
-                                {controllers::Meta(workload, "namespace"),
-                                 controllers::Meta(workload, "name")}};
-                          },
-                          nullptr});
+  spec.watches.push_back(
+      {kueue->workloads.get(),
+       [](const Json& workload) {
+         return std::vector<WorkloadKey>{
+             {controllers::Meta(workload, "namespace"), controllers::Meta(workload, "name")}};
+       },
+       nullptr});
   spec.watches.push_back({kueue->admission_checks.get(), all, nullptr});
   spec.watches.push_back({kueue->flavors.get(), all, nullptr});
   spec.watches.push_back({&caches.nodes(), pending, nullptr});
@@ -133,14 +134,14 @@ void AddKueueAdmissionCheck(Manager& manager, int workers) {
       WorkloadCheckController(kueue, manager.caches(), manager.policy(), workers));
   // The informers run on every replica, like the manager's own caches.
   manager.Add({"kueue-informers", false, [kueue](const kube::StopToken& stop) {
-                 for (auto* informer :
-                      {kueue->workloads.get(), kueue->admission_checks.get(), kueue->flavors.get()}) {
+                 for (auto* informer : {kueue->workloads.get(), kueue->admission_checks.get(),
+                                        kueue->flavors.get()}) {
                    informer->Start();
                  }
                  while (!stop.WaitFor(std::chrono::hours(1))) {
                  }
-                 for (auto* informer :
-                      {kueue->workloads.get(), kueue->admission_checks.get(), kueue->flavors.get()}) {
+                 for (auto* informer : {kueue->workloads.get(), kueue->admission_checks.get(),
+                                        kueue->flavors.get()}) {
                    informer->Stop();
                  }
                }});

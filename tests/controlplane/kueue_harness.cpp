@@ -113,7 +113,8 @@ KueueManager::KueueManager(const ControlPlaneInfo& info, TestKubeClient& client,
 kind: Configuration
 namespace: kueue-system
 health:
-  healthProbeBindAddress: 127.0.0.1:)" + std::to_string(health_port) + R"(
+  healthProbeBindAddress: 127.0.0.1:)" + std::to_string(health_port) +
+                                                         R"(
 metrics:
   bindAddress: "0"
 webhook:
@@ -145,9 +146,8 @@ integrations:
       const std::string path =
           hook.value(json::json_pointer("/clientConfig/service/path"), std::string());
       if (!Wanted(path)) continue;
-      hook["clientConfig"] = {
-          {"url", "https://127.0.0.1:" + std::to_string(webhook_port) + path},
-          {"caBundle", Base64(tls.ca_pem)}};
+      hook["clientConfig"] = {{"url", "https://127.0.0.1:" + std::to_string(webhook_port) + path},
+                              {"caBundle", Base64(tls.ca_pem)}};
       webhooks.push_back(std::move(hook));
     }
     configuration["webhooks"] = std::move(webhooks);
@@ -159,8 +159,8 @@ integrations:
         client_.Request("PATCH", path + "?fieldManager=ncclguard-tests&force=true",
                         configuration.dump(), "application/apply-patch+yaml");
     if (applied.status != 200 && applied.status != 201) {
-      throw std::runtime_error("registering " + name + ": HTTP " +
-                               std::to_string(applied.status) + " " + applied.body);
+      throw std::runtime_error("registering " + name + ": HTTP " + std::to_string(applied.status) +
+                               " " + applied.body);
     }
     configurations_.push_back(path);
   }

@@ -5,8 +5,8 @@
 // clientConfig with a CA generated here). Nothing of Kueue's is written by the tests.
 #pragma once
 
-#include <string>
 #include <sys/types.h>
+#include <string>
 
 #include "controlplane_env.h"
 #include "test_kube_client.h"

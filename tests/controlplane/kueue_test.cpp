@@ -71,7 +71,8 @@ bool IsTrue(const json& object, const std::string& type) {
 }
 
 json EntryOf(const json& workload, const std::string& check) {
-  for (const auto& e : workload.value(json::json_pointer("/status/admissionChecks"), json::array())) {
+  for (const auto& e :
+       workload.value(json::json_pointer("/status/admissionChecks"), json::array())) {
     if (e.value("name", "") == check) return e;
   }
   return json::object();
@@ -109,7 +110,8 @@ class KueueAdmissionCheck : public ::testing::Test {
       spec.name = kind == WebhookKind::Mutating ? "ncclguard-mutate" : "ncclguard-validate";
       spec.url = shared->webhook->Url(kind == WebhookKind::Mutating ? "/mutate" : "/validate");
       spec.ca_bundle_pem = shared->webhook->ca_pem();
-      const json operations = kind == WebhookKind::Mutating ? json{"CREATE"} : json{"CREATE", "UPDATE"};
+      const json operations =
+          kind == WebhookKind::Mutating ? json{"CREATE"} : json{"CREATE", "UPDATE"};
       spec.rules = json::array({Rule("batch", "v1", "jobs", operations),
                                 Rule("kubeflow.org", "v1", "pytorchjobs", operations)});
       spec.namespace_selector = {{"matchLabels", {{"ncclguard.io/enabled", "true"}}}};
@@ -167,22 +169,22 @@ class KueueAdmissionCheck : public ::testing::Test {
   void MakeQueues(int gpus, const std::vector<std::string>& checks) {
     json strategy = json::array();
     for (const std::string& check : checks) strategy.push_back({{"name", check}});
-    Create("/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
-           {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-            {"kind", "ClusterQueue"},
-            {"metadata", {{"name", queue_}}},
-            {"spec",
-             {{"namespaceSelector",
-               {{"matchLabels", {{"kubernetes.io/metadata.name", namespace_}}}}},
-              {"resourceGroups",
-               json::array({{{"coveredResources", {"cpu", "nvidia.com/gpu"}},
-                             {"flavors",
-                              json::array({{{"name", flavor_},
+    Create(
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+        {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+         {"kind", "ClusterQueue"},
+         {"metadata", {{"name", queue_}}},
+         {"spec",
+          {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", namespace_}}}}},
+           {"resourceGroups",
+            json::array(
+                {{{"coveredResources", {"cpu", "nvidia.com/gpu"}},
+                  {"flavors", json::array({{{"name", flavor_},
                                             {"resources",
                                              json::array({{{"name", "cpu"}, {"nominalQuota", 1000}},
                                                           {{"name", "nvidia.com/gpu"},
                                                            {"nominalQuota", gpus}}})}}})}}})},
-              {"admissionChecksStrategy", {{"admissionChecks", strategy}}}}}});
+           {"admissionChecksStrategy", {{"admissionChecks", strategy}}}}}});
     cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/" + queue_);
     Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/localqueues",
            {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
@@ -221,16 +223,15 @@ class KueueAdmissionCheck : public ::testing::Test {
   void AddNode(const std::string& name, const std::string& summary) {
     const std::string unique = namespace_ + "-" + name;
     nodes_.push_back(unique);
-    Create("/api/v1/nodes",
-           {{"apiVersion", "v1"},
-            {"kind", "Node"},
-            {"metadata",
-             {{"name", unique},
-              {"labels", {{"node.kubernetes.io/instance-type", InstanceType()}}}}}});
-    Create("/apis/ncclguard.io/v1alpha1/nodevalidations",
-           {{"apiVersion", "ncclguard.io/v1alpha1"},
-            {"kind", "NodeValidation"},
-            {"metadata", {{"name", unique}}}});
+    Create(
+        "/api/v1/nodes",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", unique}, {"labels", {{"node.kubernetes.io/instance-type", InstanceType()}}}}}});
+    Create("/apis/ncclguard.io/v1alpha1/nodevalidations", {{"apiVersion", "ncclguard.io/v1alpha1"},
+                                                           {"kind", "NodeValidation"},
+                                                           {"metadata", {{"name", unique}}}});
     SetValidation(name, summary);
   }
 
@@ -310,8 +311,8 @@ class KueueAdmissionCheck : public ::testing::Test {
     const json list = Get("/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/workloads");
     if (list.is_null()) return nullptr;
     for (const json& workload : list.value("items", json::array())) {
-      for (const json& ref : workload.value(json::json_pointer("/metadata/ownerReferences"),
-                                            json::array())) {
+      for (const json& ref :
+           workload.value(json::json_pointer("/metadata/ownerReferences"), json::array())) {
         if (ref.value("name", "") == owner) return workload;
       }
     }
@@ -357,8 +358,8 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
   const std::string held = "3/4 " + InstanceType() + " nodes validated; node " + namespace_ +
                            "-x failed efa-device-count: 30 of 32 EFA devices";
   for (const char* owner : {"train", "llama"}) {
-    const json workload = WaitForWorkload(
-        owner, [&](const json& w) { return CheckPendingWithMessage(w, held); });
+    const json workload =
+        WaitForWorkload(owner, [&](const json& w) { return CheckPendingWithMessage(w, held); });
     ASSERT_FALSE(workload.is_null());
     EXPECT_NE(EntryOf(workload, check_).value("message", "").find("see https://"),
               std::string::npos);
@@ -392,8 +393,8 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
       },
       kWait))
       << resumed.dump();
-  EXPECT_EQ(resumed.value(json::json_pointer("/spec/template/spec/nodeSelector/ncclguard.io~1validated"),
-                          ""),
+  EXPECT_EQ(resumed.value(
+                json::json_pointer("/spec/template/spec/nodeSelector/ncclguard.io~1validated"), ""),
             "true");
   EXPECT_FALSE(resumed.contains(json::json_pointer("/metadata/annotations/ncclguard.io~1gate")));
   ASSERT_TRUE(Eventually(
@@ -471,12 +472,11 @@ TEST_F(KueueAdmissionCheck, RestartAndLeaderChangeLoseNothingAndOverwriteNoOther
            {"kind", "AdmissionCheck"},
            {"metadata", {{"name", manual_}}},
            {"status",
-            {{"conditions",
-              json::array({{{"type", "Active"},
-                            {"status", "True"},
-                            {"reason", "Active"},
-                            {"message", "test"},
-                            {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
+            {{"conditions", json::array({{{"type", "Active"},
+                                          {"status", "True"},
+                                          {"reason", "Active"},
+                                          {"message", "test"},
+                                          {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
           .dump(),
       "application/apply-patch+yaml");
   ASSERT_EQ(active.status, 200) << active.body;
@@ -497,11 +497,10 @@ TEST_F(KueueAdmissionCheck, RestartAndLeaderChangeLoseNothingAndOverwriteNoOther
            {"kind", "Workload"},
            {"metadata", {{"name", name}, {"namespace", namespace_}}},
            {"status",
-            {{"admissionChecks",
-              json::array({{{"name", manual_},
-                            {"state", "Ready"},
-                            {"message", "approved by the test"},
-                            {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
+            {{"admissionChecks", json::array({{{"name", manual_},
+                                               {"state", "Ready"},
+                                               {"message", "approved by the test"},
+                                               {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
           .dump(),
       "application/apply-patch+yaml");
   ASSERT_EQ(approved.status, 200) << approved.body;
@@ -538,9 +537,9 @@ TEST_F(KueueAdmissionCheck, RestartAndLeaderChangeLoseNothingAndOverwriteNoOther
     for (const auto& [key, value] : status.items()) EXPECT_EQ(key, "f:admissionChecks");
   }
   const json resumed = Get(Jobs() + "/train");
-  EXPECT_TRUE(Eventually([&] { return !Get(Jobs() + "/train").value(
-                                          json::json_pointer("/spec/suspend"), true); },
-                         kWait))
+  EXPECT_TRUE(Eventually(
+      [&] { return !Get(Jobs() + "/train").value(json::json_pointer("/spec/suspend"), true); },
+      kWait))
       << resumed.dump();
 }
 
@@ -554,7 +553,8 @@ TEST_F(KueueAdmissionCheck, AJobWithoutAQueueLabelIsStillGated) {
   StartController(Options());
   json unqueued = PyTorchJob("solo", 3, /*queued=*/false);
   for (auto& [role, spec] : unqueued["spec"]["pytorchReplicaSpecs"].items()) {
-    spec["template"]["spec"]["nodeSelector"] = {{"node.kubernetes.io/instance-type", InstanceType()}};
+    spec["template"]["spec"]["nodeSelector"] = {
+        {"node.kubernetes.io/instance-type", InstanceType()}};
   }
   Create(PyTorchJobs(), unqueued);
   const json marked = Get(PyTorchJobs() + "/solo");

@@ -18,7 +18,8 @@ using controllers::ApplyObject;
 using controllers::ReconcileResult;
 using namespace std::chrono_literals;
 
-const controllers::Timestamp kReserved = controllers::Timestamp(std::chrono::seconds(1'800'000'000));
+const controllers::Timestamp kReserved =
+    controllers::Timestamp(std::chrono::seconds(1'800'000'000));
 
 Json EfaFailure() {
   return Json::array({{{"id", "efa-device-count"},
@@ -29,11 +30,11 @@ Json EfaFailure() {
 }
 
 Json GpuTemplate() {
-  return {{"spec",
-           {{"containers",
-             Json::array({{{"name", "trainer"},
-                           {"image", "trainer:1"},
-                           {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}})}}}};
+  return {
+      {"spec",
+       {{"containers", Json::array({{{"name", "trainer"},
+                                     {"image", "trainer:1"},
+                                     {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}})}}}};
 }
 
 // A PyTorchJob's Workload with quota reserved on flavor "p5" for its Master (1 pod) and Worker
@@ -47,16 +48,14 @@ Json QueuedWorkload() {
       {"metadata", {{"name", "pytorchjob-llama-1a2b3"}, {"namespace", "ml"}, {"uid", "u1"}}},
       {"spec",
        {{"queueName", "team-a"},
-        {"podSets",
-         Json::array({{{"name", "master"}, {"count", 1}, {"template", GpuTemplate()}},
-                      {{"name", "worker"}, {"count", 3}, {"template", GpuTemplate()}},
-                      {{"name", "launcher"}, {"count", 1}, {"template", cpu}}})}}},
+        {"podSets", Json::array({{{"name", "master"}, {"count", 1}, {"template", GpuTemplate()}},
+                                 {{"name", "worker"}, {"count", 3}, {"template", GpuTemplate()}},
+                                 {{"name", "launcher"}, {"count", 1}, {"template", cpu}}})}}},
       {"status",
-       {{"conditions",
-         Json::array({{{"type", "QuotaReserved"},
-                       {"status", "True"},
-                       {"reason", "QuotaReserved"},
-                       {"lastTransitionTime", controllers::FormatTime(kReserved)}}})},
+       {{"conditions", Json::array({{{"type", "QuotaReserved"},
+                                     {"status", "True"},
+                                     {"reason", "QuotaReserved"},
+                                     {"lastTransitionTime", controllers::FormatTime(kReserved)}}})},
         {"admission",
          {{"clusterQueue", "cq"},
           {"podSetAssignments",
@@ -81,8 +80,9 @@ class KueueCheck : public ::testing::Test {
     objects_.preflight_checks = {"preflight"};
     objects_.flavor = [](std::string_view name) -> std::optional<Json> {
       if (name == "p5") {
-        return Json{{"metadata", {{"name", "p5"}}},
-                    {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", "p5.48xlarge"}}}}}};
+        return Json{
+            {"metadata", {{"name", "p5"}}},
+            {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", "p5.48xlarge"}}}}}};
       }
       if (name == "cpu") return Json{{"metadata", {{"name", "cpu"}}}, {"spec", Json::object()}};
       return std::nullopt;
@@ -120,9 +120,7 @@ class KueueCheck : public ::testing::Test {
     return workload;
   }
 
-  std::vector<controllers::NodeDemand> Demands() {
-    return {{"p5.48xlarge", 4}};
-  }
+  std::vector<controllers::NodeDemand> Demands() { return {{"p5.48xlarge", 4}}; }
 
   FakeCluster cluster_;
   controllers::KueueObjects objects_;
@@ -190,7 +188,8 @@ TEST_F(KueueCheck, PendingWithTheGatesMessageWhileANodeFails) {
   EXPECT_FALSE(entry.contains("podSetUpdates"));
   // Rechecked when the hold timeout ends (the node events requeue it before).
   ASSERT_TRUE(result.requeue_after);
-  EXPECT_EQ(*result.requeue_after, std::chrono::seconds(cluster_.Policy().gate.hold_timeout_seconds) - 60s);
+  EXPECT_EQ(*result.requeue_after,
+            std::chrono::seconds(cluster_.Policy().gate.hold_timeout_seconds) - 60s);
 
   // Applied: reconciling again changes nothing.
   EXPECT_TRUE(Reconcile(WithEntry(QueuedWorkload(), entry), 90s).actions.empty());
@@ -264,8 +263,7 @@ TEST(KueuePolicy, HoldTimeoutAndDeferToKueueAreReadAndChecked) {
   EXPECT_EQ(policy.gate.hold_timeout_seconds, 120);
   EXPECT_EQ(policy.gate.retry_after_seconds, 30);
   EXPECT_TRUE(core::Policy::Defaults().gate.defer_to_kueue);
-  EXPECT_THROW(core::ParsePolicy("spec:\n  gate:\n    holdTimeoutSeconds: 0\n"),
-               core::PolicyError);
+  EXPECT_THROW(core::ParsePolicy("spec:\n  gate:\n    holdTimeoutSeconds: 0\n"), core::PolicyError);
   EXPECT_THROW(core::ParsePolicy("spec:\n  gate:\n    retryAfterSeconds: soon\n"),
                core::PolicyError);
 }
