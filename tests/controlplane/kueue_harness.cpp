@@ -102,7 +102,9 @@ void InstallKueueCrds(TestKubeClient& client) {
 KueueManager::KueueManager(const ControlPlaneInfo& info, TestKubeClient& client,
                            const std::string& binary)
     : client_(client), dir_(MakeTempDir("kueue")) {
-  client_.Post("/api/v1/namespaces", {{"metadata", {{"name", "kueue-system"}}}});
+  client_.Post(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kueue-system"}}}});
   const TlsMaterial tls = MakeServingCertificate("kueue-webhook");
   std::filesystem::create_directories(dir_ + "/certs");
   webhook::testing::WriteFile(dir_ + "/certs/tls.crt", tls.cert_pem);
