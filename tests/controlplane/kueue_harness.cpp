@@ -168,7 +168,15 @@ integrations:
   }
 
   const std::string log = dir_ + "/kueue.log";
-  std::vector<std::string> argv = {binary, "--config=" + dir_ + "/config.yaml",
+  // Without internal certificate management Kueue reads its metrics certificate from the fixed
+  // path /etc/kueue/metrics/certs (even with metrics off): it runs in a mount namespace of its
+  // own where /etc is this test's directory holding that certificate (nothing on the host).
+  std::filesystem::create_directories(dir_ + "/etc/kueue/metrics/certs");
+  webhook::testing::WriteFile(dir_ + "/etc/kueue/metrics/certs/tls.crt", tls.cert_pem);
+  webhook::testing::WriteFile(dir_ + "/etc/kueue/metrics/certs/tls.key", tls.key_pem);
+  std::vector<std::string> argv = {"unshare", "--mount", "--propagation", "private", "/bin/sh",
+                                   "-c", "mount --bind \"$0\" /etc && exec \"$@\"", dir_ + "/etc",
+                                   binary, "--config=" + dir_ + "/config.yaml",
                                    // its visibility API server would listen on every address
                                    "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2"};
   const std::string kubeconfig = "KUBECONFIG=" + info.kubeconfig;
@@ -181,7 +189,7 @@ integrations:
     std::vector<char*> raw;
     for (std::string& arg : argv) raw.push_back(arg.data());
     raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
+    ::execvp(raw[0], raw.data());
     ::_exit(127);
   }
   const std::string readyz = "http://127.0.0.1:" + std::to_string(health_port) + "/readyz";

@@ -99,6 +99,12 @@ class KueueAdmissionCheck : public ::testing::Test {
       shared->skip = "Kueue cannot be built here: " + build.error;
       return;
     }
+    if (RunProcess({"unshare", "--mount", "true"}).exit_code != 0) {
+      shared->skip =
+          "Kueue cannot run here: it reads a certificate from /etc/kueue/metrics/certs, which "
+          "the harness provides in a mount namespace (unshare --mount needs root)";
+      return;
+    }
     shared->client = std::make_unique<TestKubeClient>(info);
     InstallKueueCrds(*shared->client);
     ApplyCrds(*shared->client, SourceDir() + "/crds/nodevalidation.yaml");
