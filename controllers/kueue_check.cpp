@@ -259,8 +259,10 @@ ReconcileResult ReconcileWorkloadChecks(const std::optional<Json>& workload,
                                         Timestamp now) {
   ReconcileResult result;
   if (!workload || !workload->is_object()) return result;
-  // Kueue owns the entries until quota is reserved, and after the Workload finished.
+  // Kueue owns the entries until quota is reserved, while it evicts the Workload (it resets
+  // them to Pending before it releases the quota) and after the Workload finished.
   if (!ConditionTrue(*workload, core::kKueueQuotaReserved) ||
+      ConditionTrue(*workload, core::kKueueEvicted) ||
       ConditionTrue(*workload, core::kKueueFinished)) {
     return result;
   }

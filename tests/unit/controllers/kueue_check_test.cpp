@@ -167,6 +167,11 @@ TEST_F(KueueCheck, NothingBeforeQuotaIsReservedOrForOtherChecks) {
   Json workload = QueuedWorkload();
   workload["status"]["conditions"][0]["status"] = "False";
   EXPECT_TRUE(Reconcile(workload).actions.empty());
+  // Being evicted (Kueue reset the entry to Pending and releases the quota next): Kueue's.
+  Json evicted = QueuedWorkload();
+  evicted["status"]["conditions"].push_back(
+      {{"type", "Evicted"}, {"status", "True"}, {"reason", "AdmissionCheck"}});
+  EXPECT_TRUE(Reconcile(evicted, 99999s).actions.empty());
   objects_.preflight_checks = {"someone-else"};
   EXPECT_TRUE(Reconcile(QueuedWorkload()).actions.empty());
   EXPECT_TRUE(Reconcile(Json(nullptr)).actions.empty());
