@@ -11,7 +11,7 @@
 #      Workloads and reserves quota; wait until every Workload's check is Pending;
 #   5. the last node passes: time from that status write until all WORKLOADS checks are Ready
 #      (seen on a watch of the Workloads), and the controller's RSS then.
-# Prints each run and the medians of RUNS runs (default 3).
+# Prints each run and the medians of RUNS runs (default 3). Needs root (unshare --mount).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
@@ -46,6 +46,10 @@ mkdir -p "$work/certs"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
   -subj /CN=kueue-bench -addext subjectAltName=IP:127.0.0.1 \
   -keyout "$work/certs/tls.key" -out "$work/certs/tls.crt" 2>/dev/null
+# Kueue reads its metrics certificate from /etc/kueue/metrics/certs: it runs in a mount
+# namespace of its own where /etc is $work/etc (nothing on the host changes).
+mkdir -p "$work/etc/kueue/metrics/certs"
+cp "$work/certs/tls.crt" "$work/certs/tls.key" "$work/etc/kueue/metrics/certs/"
 
 # The Workloads' watch: prints the seconds from the NodeValidation write (made by this script
 # once the watch is open) until every check `check` is Ready.
@@ -112,7 +116,10 @@ internalCertManagement: {enable: false}
 manageJobsWithoutQueueName: false
 integrations: {frameworks: ["batch/job"]}
 EOF
-  KUBECONFIG=$kubeconfig "$bin/kueue" --config="$work/kueue.yaml" \
+  # shellcheck disable=SC2016 # $0 and $@ belong to the inner shell
+  KUBECONFIG=$kubeconfig unshare --mount --propagation private \
+    /bin/sh -c 'mount --bind "$0" /etc && exec "$@"' "$work/etc" \
+    "$bin/kueue" --config="$work/kueue.yaml" \
     --feature-gates=VisibilityOnDemand=false >"$work/kueue.log" 2>&1 &
   kueue_pid=$!
   for _ in $(seq 240); do
