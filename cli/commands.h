@@ -132,6 +132,9 @@ struct ControllerCommandOptions {
   int webhook_drain_timeout_ms = 20000;
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
+  // Answer Kueue AdmissionChecks with controllerName ncclguard.io/preflight
+  // (manager/kueue_wiring.h).
+  bool kueue_admission_check = false;
 };
 // Adds the `controller` subcommand and its flags (the policy flags are the caller's).
 CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options);

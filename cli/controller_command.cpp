@@ -13,6 +13,7 @@
 #include "kube/errors.h"
 #include "kube/owner_reference.h"
 #include "log/log.h"
+#include "manager/kueue_wiring.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
@@ -89,6 +90,9 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
+  command->add_flag("--kueue-admission-check", options.kueue_admission_check,
+                    "answer Kueue AdmissionChecks whose controllerName is ncclguard.io/preflight "
+                    "(needs RBAC on Kueue's workloads, admissionchecks and resourceflavors)");
   return command;
 }
 
@@ -233,6 +237,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   manager::RunResult result = manager::RunResult::kStopped;
   {
     manager::Manager manager(config, std::move(manager_options));
+    if (options.kueue_admission_check) manager::AddKueueAdmissionCheck(manager, options.workers);
     if (certs) {
       // On every replica, not only the leader: any may create or rotate the Secret, and all
       // serve what it holds. It ends with the manager's run (a lost lease too).

@@ -43,7 +43,17 @@ struct RecordEvent {
   std::map<std::string, std::string, std::less<>> annotations;
 };
 
-using Action = std::variant<CreateObject, MergePatch, RecordEvent>;
+// Server-side apply (application/apply-patch+yaml) of `object` as `field_manager`, taking over
+// the fields it names (force); the fields other managers own and it does not name stay theirs,
+// e.g. one entry of a list-map such as a Kueue Workload's status.admissionChecks.
+struct ApplyObject {
+  ObjectRef target;
+  bool status_subresource = false;
+  std::string field_manager;
+  Json object;
+};
+
+using Action = std::variant<CreateObject, MergePatch, RecordEvent, ApplyObject>;
 
 // What one reconcile decided. The executor applies the actions in order and stops at the first
 // that fails (and requeues with backoff); the next reconcile reads the state again.

@@ -57,12 +57,18 @@ void FirstFailure(const Json& validation, std::string& check, std::string& detai
 std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy) {
   const auto workload = core::ParseWorkload(job);
   if (!workload) return {};
+  return NodeDemands(job, workload->templates, policy);
+}
+
+std::vector<NodeDemand> NodeDemands(const Json& job,
+                                    const std::vector<core::PodTemplate>& templates,
+                                    const core::Policy& policy) {
   struct Need {
     std::int64_t gpus = 0;
     std::int64_t pods = 0;
   };
   std::map<std::string, Need> by_type;
-  for (const core::PodTemplate& tmpl : workload->templates) {
+  for (const core::PodTemplate& tmpl : templates) {
     const core::TemplateFacts facts = core::ReadTemplateFacts(job, tmpl, policy);
     std::int64_t gpus_per_pod = 0;
     for (const core::Container& c : facts.containers) gpus_per_pod += c.gpus;

@@ -7,6 +7,7 @@
 #include "controllers/cluster_view.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/workload.h"
 
 namespace ncclguard::controllers {
 
@@ -22,6 +23,10 @@ struct NodeDemand {
 // pod. Templates without GPUs or without a known instance type need no validated node.
 // Throws core::InputError when the spec cannot be read.
 std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy);
+// The same over explicit pod templates of `object` (a Kueue Workload's pod sets).
+std::vector<NodeDemand> NodeDemands(const Json& object,
+                                    const std::vector<core::PodTemplate>& templates,
+                                    const core::Policy& policy);
 
 // How the validated nodes of one instance type stand against a demand.
 struct NodeSupply {

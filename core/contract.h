@@ -35,14 +35,21 @@ inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-a
 inline constexpr std::string_view kDiagnosisAnnotation = "ncclguard.io/diagnosis";
 // reportingController of the controller's Events.
 inline constexpr std::string_view kReportingController = "ncclguard.io/controller";
+// spec.controllerName of the Kueue AdmissionChecks the controller answers (core/kueue.h).
+inline constexpr std::string_view kPreflightCheckController = "ncclguard.io/preflight";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 10> kContractNames{
-    kApiVersion,           kEnabledNamespaceLabel,
-    kManagedJobLabel,      kGateAnnotation,
-    kValidatedNodeLabel,   kProbeRequestedAnnotation,
-    kMasterAddrAnnotation, kDiagnosisAnnotation,
-    kReportingController,  kApiGroup};
+inline constexpr std::array<std::string_view, 11> kContractNames{kApiVersion,
+                                                                 kEnabledNamespaceLabel,
+                                                                 kManagedJobLabel,
+                                                                 kGateAnnotation,
+                                                                 kValidatedNodeLabel,
+                                                                 kProbeRequestedAnnotation,
+                                                                 kMasterAddrAnnotation,
+                                                                 kDiagnosisAnnotation,
+                                                                 kReportingController,
+                                                                 kApiGroup,
+                                                                 kPreflightCheckController};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

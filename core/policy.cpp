@@ -191,12 +191,25 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
     if (spec["rules"]) ApplyRules(spec["rules"], policy);
     if (spec["gate"]) {
       const YAML::Node gate = RequireMap(spec["gate"], "spec.gate");
-      CheckKeys(gate, "spec.gate", {"enabled", "countUnvalidatedNodes"});
+      CheckKeys(gate, "spec.gate",
+                {"enabled", "countUnvalidatedNodes", "deferToKueue", "holdTimeoutSeconds",
+                 "retryAfterSeconds"});
       if (gate["enabled"])
         policy.gate.enabled = Scalar<bool>(gate["enabled"], "spec.gate.enabled", "true or false");
       if (gate["countUnvalidatedNodes"]) {
         policy.gate.count_unvalidated_nodes = Scalar<bool>(
             gate["countUnvalidatedNodes"], "spec.gate.countUnvalidatedNodes", "true or false");
+      }
+      if (gate["deferToKueue"]) {
+        policy.gate.defer_to_kueue =
+            Scalar<bool>(gate["deferToKueue"], "spec.gate.deferToKueue", "true or false");
+      }
+      for (auto [key, field] : {std::pair{"holdTimeoutSeconds", &policy.gate.hold_timeout_seconds},
+                                std::pair{"retryAfterSeconds", &policy.gate.retry_after_seconds}}) {
+        if (!gate[key]) continue;
+        const std::string path = std::string("spec.gate.") + key;
+        *field = Scalar<int>(gate[key], path, "a number of seconds");
+        if (*field < 1) throw PolicyError(path + ": must be at least 1");
       }
     }
     if (spec["rendezvousPort"]) {

@@ -29,6 +29,13 @@ struct GatePolicy {
   bool enabled = true;
   // Let nodes without a NodeValidation count (clusters where no probe runs).
   bool count_unvalidated_nodes = false;
+  // A job labelled kueue.x-k8s.io/queue-name is left to Kueue: the webhook does not gate it, the
+  // AdmissionCheck ncclguard.io/preflight holds its Workload instead (docs/operator.md).
+  bool defer_to_kueue = true;
+  // How long the AdmissionCheck stays Pending on a Workload with quota before answering Retry
+  // (Kueue releases the quota and requeues the Workload after retry_after_seconds).
+  int hold_timeout_seconds = 1800;
+  int retry_after_seconds = 60;
 };
 
 // What ncclguard enforces. Built-in defaults match docs/rules.md; a YAML file (an NcclPolicy object

@@ -214,15 +214,28 @@ core::Json Client::Patch(const ResourceRef& ref, PatchType type, const core::Jso
               "patch " + ref.Describe());
 }
 
-core::Json Client::Apply(const ResourceRef& ref, const core::Json& object,
-                         const std::string& field_manager, bool force) {
+namespace {
+
+std::string ApplyQuery(const ResourceRef& ref, const std::string& field_manager, bool force) {
   if (field_manager.empty()) {
     throw std::invalid_argument("server-side apply of " + ref.Describe() +
                                 " needs a field manager");
   }
-  std::string query = "?fieldManager=" + UrlEncode(field_manager) + (force ? "&force=true" : "");
-  return Call("PATCH", ref.ObjectPath() + query, object.dump(), "application/apply-patch+yaml",
-              "apply " + ref.Describe());
+  return "?fieldManager=" + UrlEncode(field_manager) + (force ? "&force=true" : "");
+}
+
+}  // namespace
+
+core::Json Client::Apply(const ResourceRef& ref, const core::Json& object,
+                         const std::string& field_manager, bool force) {
+  return Call("PATCH", ref.ObjectPath() + ApplyQuery(ref, field_manager, force), object.dump(),
+              "application/apply-patch+yaml", "apply " + ref.Describe());
+}
+
+core::Json Client::ApplyStatus(const ResourceRef& ref, const core::Json& object,
+                               const std::string& field_manager, bool force) {
+  return Call("PATCH", ref.ObjectPath() + "/status" + ApplyQuery(ref, field_manager, force),
+              object.dump(), "application/apply-patch+yaml", "apply status of " + ref.Describe());
 }
 
 core::Json Client::Delete(const ResourceRef& ref, const DeleteOptions& options) {

@@ -89,6 +89,9 @@ class Client {
   // Server-side apply of `object` as `field_manager`; `force` takes over conflicting fields.
   core::Json Apply(const ResourceRef& ref, const core::Json& object,
                    const std::string& field_manager, bool force = false);
+  // The same on the status subresource.
+  core::Json ApplyStatus(const ResourceRef& ref, const core::Json& object,
+                         const std::string& field_manager, bool force = false);
   // Returns the deleted object or the Status the server sent.
   core::Json Delete(const ResourceRef& ref, const DeleteOptions& options = {});
 

@@ -58,6 +58,14 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
           client_->Patch(ref, kube::PatchType::kMerge, patch->patch);
         }
         ++stats_.patches;
+      } else if (const auto* apply = std::get_if<controllers::ApplyObject>(&action)) {
+        const kube::ResourceRef ref = ResourceFor(apply->target);
+        if (apply->status_subresource) {
+          client_->ApplyStatus(ref, apply->object, apply->field_manager, true);
+        } else {
+          client_->Apply(ref, apply->object, apply->field_manager, true);
+        }
+        ++stats_.patches;
       } else if (const auto* event = std::get_if<controllers::RecordEvent>(&action)) {
         kube::EventSpec spec;
         spec.regarding = Regarding(event->regarding);

@@ -91,6 +91,8 @@ class Manager::Impl {
   void Add(Runnable runnable) { runnables_.push_back(std::move(runnable)); }
 
   const Caches& caches() const { return caches_; }
+  std::shared_ptr<kube::Client> client() const { return client_; }
+  const PolicySource& policy() const { return policy_; }
 
   bool Ready() const {
     if (!started_.load()) return false;
@@ -191,6 +193,10 @@ void Manager::AddController(Controller::Spec spec) { impl_->AddController(std::m
 void Manager::Add(Runnable runnable) { impl_->Add(std::move(runnable)); }
 
 const Caches& Manager::caches() const { return impl_->caches(); }
+
+std::shared_ptr<kube::Client> Manager::client() const { return impl_->client(); }
+
+const PolicySource& Manager::policy() const { return impl_->policy(); }
 
 RunResult Manager::Run(const kube::StopToken& stop) { return impl_->Run(stop); }
 

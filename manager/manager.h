@@ -64,6 +64,7 @@ enum class RunResult {
 };
 
 class Caches;
+class PolicySource;
 
 class Manager {
  public:
@@ -81,6 +82,9 @@ class Manager {
   void AddController(Controller::Spec spec);
   void Add(Runnable runnable);
   const Caches& caches() const;
+  // The API client and the policy in force, for controllers added from outside (Kueue's).
+  std::shared_ptr<kube::Client> client() const;
+  const PolicySource& policy() const;
 
   // Watches, starts the runnables that need no leadership, campaigns for the lease (unless
   // leader election is off) and runs the controllers while leading. Returns when `stop` fires

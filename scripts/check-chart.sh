@@ -86,6 +86,10 @@ expect_not_in cert-manager-values "no Secret RBAC without self-managed certifica
 expect_not_in controller-only-values "no webhook configurations" "WebhookConfiguration"
 expect_in controller-only-values "plain-HTTP health port" "--health-listen=:8081"
 expect_not_in controller-only-values "unprivileged probe" "privileged: true"
+expect_in kueue-values "the AdmissionCheck" "controllerName: ncclguard.io/preflight"
+expect_in kueue-values "the controller answers it" "--kueue-admission-check"
+expect_in kueue-values "RBAC on Kueue's Workload status" "resources: [workloads/status, admissionchecks/status]"
+expect_not_in default "no Kueue AdmissionCheck by default" "kueue.x-k8s.io"
 if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
   helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
   fail "values.schema.json accepted a bad failurePolicy or an unknown key"
@@ -197,6 +201,10 @@ fi
 
 step "non-default values: server-side dry run"
 k create namespace ncclguard-alt >/dev/null
+# ci/kueue-values.yaml renders a Kueue AdmissionCheck: Kueue's CRDs from the Go module cache.
+kueue_crds=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/kueue@$KUEUE_VERSION")/config/components/crd/bases
+for crd in "$kueue_crds"/kueue.x-k8s.io_*.yaml; do k apply --server-side -f "$crd" >/dev/null; done
+k wait --for condition=established --timeout=60s crd --all >/dev/null
 for f in "$chart"/ci/*.yaml; do
   name=$(basename "$f" .yaml)
   helm template ncclguard-alt "$chart" --namespace ncclguard-alt -f "$f" >"$work/alt-$name.yaml"

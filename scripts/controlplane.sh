@@ -7,6 +7,7 @@
 #                                    kube-controller-manager and kube-proxy (scripts/node.sh)
 #   scripts/controlplane.sh build training   also the Kubeflow training operator and CoreDNS
 #                                    (the node's training jobs and cluster DNS, issue 14)
+#   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
@@ -159,7 +160,8 @@ cmd_build() {
     node) specs+=("node|kubelet kube-scheduler kube-controller-manager kube-proxy|./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager ./cmd/kube-proxy") ;;
     training) specs+=("training|training-operator.v1|github.com/kubeflow/training-operator/cmd/training-operator.v1"
       "coredns|coredns|.") ;;
-    *) die "build: unknown component '$what' (known: node, training)" ;;
+    kueue) specs+=("kueue|kueue|sigs.k8s.io/kueue/cmd/kueue") ;;
+    *) die "build: unknown component '$what' (known: node, training, kueue)" ;;
   esac
   for spec in "${specs[@]}"; do
     IFS='|' read -r module binaries packages <<<"$spec"

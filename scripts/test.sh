@@ -10,6 +10,9 @@ export NCCLGUARD_BUILD_DIR=$build
 
 "$root/scripts/bootstrap.sh"
 "$root/scripts/controlplane.sh" build
+# Kueue's manager for kueue_tests (ctest label kueue); where it cannot be built they skip.
+"$root/scripts/controlplane.sh" build kueue ||
+  echo "test.sh: Kueue could not be built: kueue_tests will be skipped" >&2
 # The test node's binaries and pause image (ctest label node), where this host can run a node
 # (root, network and mount namespaces); elsewhere node_tests skip with the reason.
 if [[ $EUID == 0 ]] && unshare --net --mount true 2>/dev/null; then

@@ -7,6 +7,7 @@
 #include "core/engine.h"
 #include "core/errors.h"
 #include "core/gate.h"
+#include "core/kueue.h"
 #include "core/rule.h"
 #include "core/workload.h"
 
@@ -83,7 +84,10 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     }
     return outcome;
   }
-  if (policy.gate.enabled && core::IsManagedJob(request.object, workload.kind)) {
+  // A job queued by Kueue is suspended and resumed by Kueue; the AdmissionCheck
+  // ncclguard.io/preflight holds its Workload instead of the gate (unless the policy says not).
+  const bool left_to_kueue = policy.gate.defer_to_kueue && core::QueuedByKueue(request.object);
+  if (policy.gate.enabled && !left_to_kueue && core::IsManagedJob(request.object, workload.kind)) {
     outcome.response.patch = core::GateMarkPatch(request.object, workload.kind);
     outcome.result = AdmitResult::Patched;
   }

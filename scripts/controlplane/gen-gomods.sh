@@ -68,8 +68,13 @@ if [[ "${1:-}" == training ]]; then
   gen_training # the training operator's and CoreDNS's modules alone
   exit 0
 fi
+if [[ "${1:-}" == kueue ]]; then
+  gen_simple kueue sigs.k8s.io/kueue "$KUEUE_VERSION" # Kueue's module alone
+  exit 0
+fi
 gen_kube kube
 gen_kube node
 gen_simple etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 gen_simple helm helm.sh/helm/v3 "$HELM_VERSION"
 gen_training
+gen_simple kueue sigs.k8s.io/kueue "$KUEUE_VERSION"

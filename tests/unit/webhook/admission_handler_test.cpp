@@ -259,6 +259,25 @@ TEST(AdmitJob, NoGateWhenThePolicyTurnsItOffOrOnUpdate) {
       AdmitResult::Skipped);
 }
 
+TEST(AdmitJob, AJobQueuedByKueueIsLeftToKueueUnlessThePolicySaysNot) {
+  Json queued = PyTorchJob();
+  queued["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "team-a"}};
+  // Kueue suspends and resumes it: no gate mark, no suspend from us.
+  EXPECT_EQ(Mutate(queued).result, AdmitResult::Allowed);
+  // The denials still apply to it.
+  Json bad = PyTorchJob("fast");
+  bad["metadata"]["labels"] = queued["metadata"]["labels"];
+  EXPECT_FALSE(Validate(bad).response.allowed);
+  // An empty queue name is no queue.
+  Json empty = PyTorchJob();
+  empty["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", ""}};
+  EXPECT_EQ(Mutate(empty).result, AdmitResult::Patched);
+  core::Policy policy = core::Policy::Defaults();
+  policy.gate.defer_to_kueue = false;
+  const Json marked = Patched(queued, Mutate(queued, policy).response.patch);
+  EXPECT_EQ(marked["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
+}
+
 TEST(AdmitJob, ValidateDeniesTemplateAndJobLevelProblems) {
   const AdmissionOutcome proto = Validate(PyTorchJob("fast"));
   EXPECT_FALSE(proto.response.allowed);

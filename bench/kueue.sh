@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Kueue AdmissionCheck benchmark (issue 15). Per run, on a fresh control plane
+# (scripts/controlplane.sh: real etcd + kube-apiserver, loopback only):
+#   1. real Kueue (scripts/controlplane.sh build kueue; its CRDs from the Go module cache) with
+#      integrations batch/job, a ResourceFlavor p5 (nodeLabels p5.48xlarge), the AdmissionCheck
+#      ncclguard.io/preflight, a ClusterQueue with quota for every job and a LocalQueue;
+#   2. NODES p5.48xlarge nodes, all NodeValidations Pass but the last (Fail);
+#   3. `ncclguard controller --kueue-admission-check --leader-elect=false` started;
+#   4. WORKLOADS batch Jobs of NODES pods x 8 GPUs, queued (created suspended, as Kueue's
+#      webhook would make them: its webhooks are not registered here); Kueue makes their
+#      Workloads and reserves quota; wait until every Workload's check is Pending;
+#   5. the last node passes: time from that status write until all WORKLOADS checks are Ready
+#      (polling the Workload list), and the controller's RSS then.
+# Prints each run and the medians of RUNS runs (default 3). Needs root (unshare --mount).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${NCCLGUARD_BUILD_DIR:-$root/build}
+# shellcheck source=../scripts/controlplane/versions.sh disable=SC1091
+source "$root/scripts/controlplane/versions.sh"
+runs=${RUNS:-3}
+workloads=${WORKLOADS:-200}
+nodes=${NODES:-4}
+workers=${WORKERS:-4}
+ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
+[[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard >/dev/null
+"$root/scripts/controlplane.sh" build kueue >/dev/null 2>&1
+kueue_src=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+
+work=$(mktemp -d)
+controller_pid="" kueue_pid=""
+export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
+stop_pid() { [[ -n $1 ]] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null; return 0; }
+cleanup() {
+  stop_pid "$controller_pid"
+  stop_pid "$kueue_pid"
+  "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Kueue's serving certificate (its webhook server starts with it; nothing calls it here).
+mkdir -p "$work/certs"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+  -subj /CN=kueue-bench -addext subjectAltName=IP:127.0.0.1 \
+  -keyout "$work/certs/tls.key" -out "$work/certs/tls.crt" 2>/dev/null
+# Kueue reads its metrics certificate from /etc/kueue/metrics/certs: it runs in a mount
+# namespace of its own where /etc is $work/etc (nothing on the host changes).
+mkdir -p "$work/etc/kueue/metrics/certs"
+cp "$work/certs/tls.crt" "$work/certs/tls.key" "$work/etc/kueue/metrics/certs/"
+
+# Prints the seconds from the NodeValidation write (made by this script) until every check
+# `check` is Ready, polling the Workload list (one request at a time, so the figure is at most
+# one list, about 0.1-0.3 s here, late).
+cat >"$work/watch.py" <<'EOF'
+import http.client, json, ssl, subprocess, sys, time
+url, ca, cert, key, check, total, patch_cmd = sys.argv[1:8]
+total = int(total)
+ctx = ssl.create_default_context(cafile=ca)
+ctx.load_cert_chain(cert, key)
+host, port = url.split("//")[1].split(":")
+conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=60)
+def ready():
+    conn.request("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/bench/workloads")
+    items = json.loads(conn.getresponse().read())["items"]
+    return sum(1 for w in items for e in (w.get("status") or {}).get("admissionChecks") or []
+               if e.get("name") == check and e.get("state") == "Ready")
+start = time.monotonic()
+subprocess.run(patch_cmd, shell=True, check=True, stdout=subprocess.DEVNULL)
+while ready() < total:
+    if time.monotonic() - start > 600:
+        sys.exit("not every check Ready after 600 s")
+print("%.2f" % (time.monotonic() - start))
+EOF
+
+: >"$work/results"
+for run in $(seq "$runs"); do
+  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1
+  # shellcheck disable=SC2016 # a literal $PATH in the pattern
+  bin=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")
+  env_file=$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env
+  kubeconfig=$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig
+  k() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+  for crd in "$kueue_src"/config/components/crd/bases/kueue.x-k8s.io_*.yaml \
+    "$root"/crds/{nodevalidation,ncclpolicy}.yaml; do
+    k apply --server-side -f "$crd" >/dev/null
+  done
+  k wait --for condition=established --timeout=60s crd --all >/dev/null
+  k create namespace kueue-system >/dev/null
+  k create namespace bench >/dev/null
+  health=$(free_port)
+  cat >"$work/kueue.yaml" <<EOF
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health: {healthProbeBindAddress: "127.0.0.1:$health"}
+metrics: {bindAddress: "0"}
+webhook: {host: 127.0.0.1, port: $(free_port), certDir: "$work/certs"}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+manageJobsWithoutQueueName: false
+integrations: {frameworks: ["batch/job"]}
+EOF
+  # shellcheck disable=SC2016 # $0 and $@ belong to the inner shell
+  KUBECONFIG=$kubeconfig unshare --mount --propagation private \
+    /bin/sh -c 'mount --bind "$0" /etc && exec "$@"' "$work/etc" \
+    "$bin/kueue" --config="$work/kueue.yaml" \
+    --feature-gates=VisibilityOnDemand=false >"$work/kueue.log" 2>&1 &
+  kueue_pid=$!
+  for _ in $(seq 240); do
+    curl -sf "http://127.0.0.1:$health/readyz" >/dev/null && break
+    sleep 0.5
+  done
+
+  for i in $(seq "$nodes"); do
+    summary=Pass
+    [[ $i == "$nodes" ]] && summary=Fail
+    k create -f - >/dev/null <<EOF
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-$i","labels":{"node.kubernetes.io/instance-type":"p5.48xlarge"}}}
+EOF
+    k create -f - >/dev/null <<EOF
+{"apiVersion":"ncclguard.io/v1alpha1","kind":"NodeValidation","metadata":{"name":"node-$i"}}
+EOF
+    k patch nodevalidation "node-$i" --subresource=status --type=merge \
+      -p "{\"status\":{\"instanceType\":\"p5.48xlarge\",\"summary\":\"$summary\",\"checks\":[]}}" >/dev/null
+  done
+  gpus=$((workloads * nodes * 8))
+  k apply -f - >/dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: p5}
+spec: {nodeLabels: {node.kubernetes.io/instance-type: p5.48xlarge}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: preflight}
+spec: {controllerName: ncclguard.io/preflight}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, nvidia.com/gpu]
+      flavors:
+        - name: p5
+          resources:
+            - {name: cpu, nominalQuota: $gpus}
+            - {name: nvidia.com/gpu, nominalQuota: $gpus}
+  admissionChecksStrategy:
+    admissionChecks: [{name: preflight}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: bench}
+spec: {clusterQueue: cq}
+EOF
+
+  "$ncclguard" controller --kubeconfig "$kubeconfig" --leader-elect=false --workers "$workers" \
+    --health-listen 0 --kueue-admission-check --log-level warn 2>"$work/controller.log" &
+  controller_pid=$!
+
+  python3 - "$workloads" "$nodes" >"$work/jobs.yaml" <<'EOF'
+import json, sys
+n, pods = int(sys.argv[1]), int(sys.argv[2])
+for i in range(n):
+    print("---")
+    print(json.dumps({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train-%d" % i, "namespace": "bench",
+                     "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"suspend": True, "parallelism": pods, "completions": pods,
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [
+                     {"name": "t", "image": "registry.invalid/t:1",
+                      "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"},
+                                    "limits": {"nvidia.com/gpu": "8"}}}]}}}}))
+EOF
+  k create -f "$work/jobs.yaml" >/dev/null
+  pending=0
+  for _ in $(seq 600); do
+    pending=$(k get workloads -n bench -o json | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+print(sum(1 for w in items for e in (w.get("status") or {}).get("admissionChecks") or []
+          if e.get("name") == "preflight" and e.get("state") == "Pending"
+          and "nodes validated" in e.get("message", "")))')
+    [[ $pending == "$workloads" ]] && break
+    sleep 1
+  done
+  [[ $pending == "$workloads" ]] || { echo "kueue.sh: only $pending of $workloads checks Pending" >&2; exit 1; }
+
+  field() { sed -n "s/^$1=//p" "$env_file"; }
+  seconds=$(python3 "$work/watch.py" "$(field APISERVER_URL)" "$(field CA_FILE)" \
+    "$(field ADMIN_CERT_FILE)" "$(field ADMIN_KEY_FILE)" preflight "$workloads" \
+    "$bin/kubectl --kubeconfig $kubeconfig patch nodevalidation node-$nodes --subresource=status --type=merge -p '{\"status\":{\"summary\":\"Pass\"}}'")
+  rss=$(rss_kb "$controller_pid")
+  echo "{\"run\":$run,\"workloads\":$workloads,\"all_ready_s\":$seconds,\"controller_rss_kb\":$rss}" |
+    tee -a "$work/results"
+  stop_pid "$controller_pid"
+  controller_pid=""
+  stop_pid "$kueue_pid"
+  kueue_pid=""
+  "$root/scripts/controlplane.sh" stop >/dev/null 2>&1
+done
+
+python3 - "$work/results" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("median of %d runs: all %d checks Ready %.2f s after the last node passed; controller RSS %.1f MB"
+      % (len(rows), rows[0]["workloads"], statistics.median(r["all_ready_s"] for r in rows),
+         statistics.median(r["controller_rss_kb"] for r in rows) / 1024))
+EOF

@@ -1,0 +1,589 @@
+// ncclguard's preflight as a Kueue AdmissionCheck, against real Kueue (its manager and
+// webhooks, tests/controlplane/kueue_harness.h) on the test kube-apiserver: Kueue creates the
+// Workloads, reserves quota, evicts, requeues and resumes the jobs; the ncclguard controller
+// (manager::Manager with --kueue-admission-check's wiring) only answers its check, and
+// ncclguard's webhook runs as well. Skipped, saying why, when Kueue cannot be built here.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "controlplane_env.h"
+#include "kube/config.h"
+#include "kueue_harness.h"
+#include "manager/kueue_wiring.h"
+#include "manager/manager.h"
+#include "manifests.h"
+#include "served_webhook.h"
+#include "test_kube_client.h"
+#include "webhook_registration.h"
+
+namespace ncclguard::testenv {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+using webhook::testing::ServedWebhook;
+
+constexpr auto kWait = 90s;
+
+// A Manager (with the Kueue AdmissionCheck controllers) on its own thread until Stop().
+class RunningController {
+ public:
+  RunningController(const ControlPlaneInfo& info, manager::ManagerOptions options)
+      : manager_(std::make_unique<manager::Manager>(kube::LoadKubeConfigFile(info.kubeconfig),
+                                                    std::move(options))) {
+    manager::AddKueueAdmissionCheck(*manager_, 4);
+    thread_ = std::thread([this] { manager_->Run(stop_); });
+  }
+  ~RunningController() { Stop(); }
+  void Stop() {
+    stop_.Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  manager::Manager& manager() { return *manager_; }
+
+ private:
+  std::unique_ptr<manager::Manager> manager_;
+  kube::StopToken stop_;
+  std::thread thread_;
+};
+
+json Rule(const std::string& group, const std::string& version, const std::string& resource,
+          const json& operations) {
+  return {{"apiGroups", {group}},
+          {"apiVersions", {version}},
+          {"operations", operations},
+          {"resources", {resource}},
+          {"scope", "Namespaced"}};
+}
+
+json ConditionOf(const json& object, const std::string& type) {
+  for (const auto& c : object.value(json::json_pointer("/status/conditions"), json::array())) {
+    if (c.value("type", "") == type) return c;
+  }
+  return json::object();
+}
+
+bool IsTrue(const json& object, const std::string& type) {
+  return ConditionOf(object, type).value("status", "") == "True";
+}
+
+json EntryOf(const json& workload, const std::string& check) {
+  for (const auto& e :
+       workload.value(json::json_pointer("/status/admissionChecks"), json::array())) {
+    if (e.value("name", "") == check) return e;
+  }
+  return json::object();
+}
+
+// Shared by the binary: Kueue built and running once (its webhooks registered), ncclguard's
+// webhook served in-process for namespaces labelled ncclguard.io/enabled=true.
+struct Shared {
+  std::string skip;  // why the tests cannot run here
+  std::unique_ptr<TestKubeClient> client;
+  std::unique_ptr<KueueManager> kueue;
+  std::unique_ptr<webhook::testing::ServedWebhook> webhook;
+  std::vector<std::unique_ptr<WebhookRegistration>> registrations;
+};
+Shared* shared = nullptr;
+
+class KueueAdmissionCheck : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    shared = new Shared();
+    const ControlPlaneInfo& info = ControlPlaneEnvironment::Info();
+    const KueueBuild build = BuildKueue(info);
+    if (!build.error.empty()) {
+      shared->skip = "Kueue cannot be built here: " + build.error;
+      return;
+    }
+    if (RunProcess({"unshare", "--mount", "true"}).exit_code != 0) {
+      shared->skip =
+          "Kueue cannot run here: it reads a certificate from /etc/kueue/metrics/certs, which "
+          "the harness provides in a mount namespace (unshare --mount needs root)";
+      return;
+    }
+    shared->client = std::make_unique<TestKubeClient>(info);
+    InstallKueueCrds(*shared->client);
+    ApplyCrds(*shared->client, SourceDir() + "/crds/nodevalidation.yaml");
+    ApplyCrds(*shared->client, SourceDir() + "/crds/ncclpolicy.yaml");
+    shared->webhook = std::make_unique<webhook::testing::ServedWebhook>();
+    for (WebhookKind kind : {WebhookKind::Mutating, WebhookKind::Validating}) {
+      WebhookSpec spec;
+      spec.kind = kind;
+      spec.name = kind == WebhookKind::Mutating ? "ncclguard-mutate" : "ncclguard-validate";
+      spec.url = shared->webhook->Url(kind == WebhookKind::Mutating ? "/mutate" : "/validate");
+      spec.ca_bundle_pem = shared->webhook->ca_pem();
+      const json operations =
+          kind == WebhookKind::Mutating ? json{"CREATE"} : json{"CREATE", "UPDATE"};
+      spec.rules = json::array({Rule("batch", "v1", "jobs", operations),
+                                Rule("kubeflow.org", "v1", "pytorchjobs", operations)});
+      spec.namespace_selector = {{"matchLabels", {{"ncclguard.io/enabled", "true"}}}};
+      spec.timeout_seconds = 10;
+      shared->registrations.push_back(std::make_unique<WebhookRegistration>(*shared->client, spec));
+    }
+    shared->kueue = std::make_unique<KueueManager>(info, *shared->client, build.binary);
+  }
+
+  static void TearDownTestSuite() {
+    if (shared == nullptr) return;
+    shared->kueue.reset();
+    shared->registrations.clear();
+    shared->webhook.reset();
+    delete shared;
+    shared = nullptr;
+  }
+
+  void SetUp() override {
+    if (!shared->skip.empty()) GTEST_SKIP() << shared->skip;
+    ASSERT_TRUE(shared->kueue->ready()) << "Kueue did not become ready:\n" << shared->kueue->Log();
+    client_ = shared->client.get();
+    namespace_ = CreateTestNamespace(*client_, "kq", {{"ncclguard.io/enabled", "true"}});
+    // This test's own flavor, instance type, checks and queues (cluster-scoped names).
+    flavor_ = namespace_ + "-p5";
+    check_ = namespace_ + "-preflight";
+    manual_ = namespace_ + "-manual";
+    queue_ = namespace_ + "-cq";
+    Create("/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+           {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+            {"kind", "ResourceFlavor"},
+            {"metadata", {{"name", flavor_}}},
+            {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", InstanceType()}}}}}});
+    Create("/apis/kueue.x-k8s.io/v1beta2/admissionchecks",
+           {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+            {"kind", "AdmissionCheck"},
+            {"metadata", {{"name", check_}}},
+            {"spec", {{"controllerName", "ncclguard.io/preflight"}}}});
+    cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/admissionchecks/" + check_);
+    cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/resourceflavors/" + flavor_);
+  }
+
+  void TearDown() override {
+    controllers_.clear();
+    if (client_ == nullptr) return;
+    client_->Delete("/api/v1/namespaces/" + namespace_);
+    for (const std::string& node : nodes_) {
+      client_->Delete("/api/v1/nodes/" + node);
+      client_->Delete("/apis/ncclguard.io/v1alpha1/nodevalidations/" + node);
+    }
+    for (auto it = cleanup_.rbegin(); it != cleanup_.rend(); ++it) client_->Delete(*it);
+  }
+
+  // The ClusterQueue (GPU quota `gpus` on this test's flavor, `checks`) and LocalQueue "lq".
+  void MakeQueues(int gpus, const std::vector<std::string>& checks) {
+    json strategy = json::array();
+    for (const std::string& check : checks) strategy.push_back({{"name", check}});
+    Create(
+        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+        {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+         {"kind", "ClusterQueue"},
+         {"metadata", {{"name", queue_}}},
+         {"spec",
+          {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", namespace_}}}}},
+           {"resourceGroups",
+            json::array(
+                {{{"coveredResources", {"cpu", "nvidia.com/gpu"}},
+                  {"flavors", json::array({{{"name", flavor_},
+                                            {"resources",
+                                             json::array({{{"name", "cpu"}, {"nominalQuota", 1000}},
+                                                          {{"name", "nvidia.com/gpu"},
+                                                           {"nominalQuota", gpus}}})}}})}}})},
+           {"admissionChecksStrategy", {{"admissionChecks", strategy}}}}}});
+    cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/" + queue_);
+    Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/localqueues",
+           {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+            {"kind", "LocalQueue"},
+            {"metadata", {{"name", "lq"}}},
+            {"spec", {{"clusterQueue", queue_}}}});
+  }
+
+  void Create(const std::string& path, const json& object) {
+    const KubeResponse created = client_->Post(path, object);
+    ASSERT_EQ(created.status, 201) << path << ": " << created.body;
+  }
+
+  manager::ManagerOptions Options(bool elect = false, const std::string& identity = "") const {
+    manager::ManagerOptions options;
+    options.leader_elect = elect;
+    options.workers = 4;
+    options.cache_sync_timeout = 20s;
+    options.lease_namespace = namespace_;
+    options.lease_name = "ncclguard-controller";
+    options.lease_duration = 4s;
+    options.renew_deadline = 3s;
+    options.retry_period = 500ms;
+    options.identity = identity;
+    return options;
+  }
+
+  RunningController& StartController(manager::ManagerOptions options) {
+    controllers_.push_back(
+        std::make_unique<RunningController>(ControlPlaneEnvironment::Info(), std::move(options)));
+    return *controllers_.back();
+  }
+
+  std::string InstanceType() const { return namespace_ + ".48xlarge"; }
+
+  void AddNode(const std::string& name, const std::string& summary) {
+    const std::string unique = namespace_ + "-" + name;
+    nodes_.push_back(unique);
+    Create(
+        "/api/v1/nodes",
+        {{"apiVersion", "v1"},
+         {"kind", "Node"},
+         {"metadata",
+          {{"name", unique}, {"labels", {{"node.kubernetes.io/instance-type", InstanceType()}}}}}});
+    Create("/apis/ncclguard.io/v1alpha1/nodevalidations", {{"apiVersion", "ncclguard.io/v1alpha1"},
+                                                           {"kind", "NodeValidation"},
+                                                           {"metadata", {{"name", unique}}}});
+    SetValidation(name, summary);
+  }
+
+  void SetValidation(const std::string& name, const std::string& summary) {
+    json checks = json::array();
+    if (summary == "Fail") {
+      checks.push_back({{"id", "efa-device-count"},
+                        {"status", "Fail"},
+                        {"observed", "30"},
+                        {"expected", "32"},
+                        {"message", "30 of 32 EFA devices"}});
+    }
+    const KubeResponse status = client_->Request(
+        "PATCH",
+        "/apis/ncclguard.io/v1alpha1/nodevalidations/" + namespace_ + "-" + name + "/status",
+        json{{"status",
+              {{"instanceType", InstanceType()},
+               {"summary", summary},
+               {"lastProbeTime", "2026-12-02T14:00:00Z"},
+               {"probeVersion", "test"},
+               {"checks", checks}}}}
+            .dump(),
+        "application/merge-patch+json");
+    ASSERT_EQ(status.status, 200) << status.body;
+  }
+
+  // A GPU pod template with no instance type of its own: the flavor's nodeLabels give it.
+  static json GpuTemplate() {
+    return {{"spec",
+             {{"restartPolicy", "Never"},
+              {"containers",
+               {{{"name", "trainer"},
+                 {"image", "registry.invalid/trainer:1"},
+                 {"resources",
+                  {{"requests", {{"cpu", "1"}, {"nvidia.com/gpu", 8}}},
+                   {"limits", {{"nvidia.com/gpu", 8}}}}}}}}}}};
+  }
+
+  std::string Jobs() const { return "/apis/batch/v1/namespaces/" + namespace_ + "/jobs"; }
+  std::string PyTorchJobs() const {
+    return "/apis/kubeflow.org/v1/namespaces/" + namespace_ + "/pytorchjobs";
+  }
+
+  // A batch Job of `pods` GPU pods, queued in "lq" unless `queued` is false.
+  json BatchJob(const std::string& name, int pods, bool queued = true) const {
+    json labels = {{"ncclguard.io/managed", "true"}};
+    if (queued) labels["kueue.x-k8s.io/queue-name"] = "lq";
+    return {{"apiVersion", "batch/v1"},
+            {"kind", "Job"},
+            {"metadata", {{"name", name}, {"labels", labels}}},
+            {"spec",
+             {{"parallelism", pods},
+              {"completions", pods},
+              {"suspend", false},
+              {"template", GpuTemplate()}}}};
+  }
+
+  json PyTorchJob(const std::string& name, int workers, bool queued = true) const {
+    json job = {{"apiVersion", "kubeflow.org/v1"},
+                {"kind", "PyTorchJob"},
+                {"metadata", {{"name", name}}},
+                {"spec",
+                 {{"pytorchReplicaSpecs",
+                   {{"Master", {{"replicas", 1}, {"template", GpuTemplate()}}},
+                    {"Worker", {{"replicas", workers}, {"template", GpuTemplate()}}}}}}}};
+    if (queued) job["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "lq"}};
+    return job;
+  }
+
+  json Get(const std::string& path) {
+    const KubeResponse r = client_->Get(path);
+    return r.status == 200 ? r.Json() : json(nullptr);
+  }
+
+  // The Workload Kueue made for the job `owner` (null until it exists).
+  json WorkloadOf(const std::string& owner) {
+    const json list = Get("/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/workloads");
+    if (list.is_null()) return nullptr;
+    for (const json& workload : list.value("items", json::array())) {
+      for (const json& ref :
+           workload.value(json::json_pointer("/metadata/ownerReferences"), json::array())) {
+        if (ref.value("name", "") == owner) return workload;
+      }
+    }
+    return nullptr;
+  }
+
+  // Waits until `pred` holds for the job's Workload; returns it (null on timeout).
+  json WaitForWorkload(const std::string& owner, const std::function<bool(const json&)>& pred) {
+    json last;
+    const bool ok = Eventually(
+        [&] {
+          last = WorkloadOf(owner);
+          return !last.is_null() && pred(last);
+        },
+        kWait, 200ms);
+    if (!ok) ADD_FAILURE() << "Workload of " << owner << " never matched; last: " << last.dump();
+    return ok ? last : json(nullptr);
+  }
+
+  bool CheckPendingWithMessage(const json& workload, const std::string& text) {
+    const json entry = EntryOf(workload, check_);
+    return IsTrue(workload, "QuotaReserved") && entry.value("state", "") == "Pending" &&
+           entry.value("message", "").find(text) != std::string::npos;
+  }
+
+  TestKubeClient* client_ = nullptr;
+  std::string namespace_, flavor_, check_, manual_, queue_;
+  std::vector<std::string> nodes_, cleanup_;
+  std::vector<std::unique_ptr<RunningController>> controllers_;
+};
+
+// Issue test 1: a queued batch Job and a queued PyTorchJob wait on the check with the gate's
+// message while a node fails, stay suspended, and are admitted and resumed once it passes,
+// with the validated nodeSelector; ncclguard's gate never marks them.
+TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
+  MakeQueues(64, {check_});
+  for (const char* n : {"a", "b", "c"}) AddNode(n, "Pass");
+  AddNode("x", "Fail");
+  StartController(Options());
+  Create(Jobs(), BatchJob("train", 4));
+  Create(PyTorchJobs(), PyTorchJob("llama", 3));
+
+  const std::string held = "3/4 " + InstanceType() + " nodes validated; node " + namespace_ +
+                           "-x failed efa-device-count: 30 of 32 EFA devices";
+  for (const char* owner : {"train", "llama"}) {
+    const json workload =
+        WaitForWorkload(owner, [&](const json& w) { return CheckPendingWithMessage(w, held); });
+    ASSERT_FALSE(workload.is_null());
+    EXPECT_NE(EntryOf(workload, check_).value("message", "").find("see https://"),
+              std::string::npos);
+    EXPECT_FALSE(IsTrue(workload, "Admitted"));
+  }
+  // Still suspended by Kueue, and never marked by our gate.
+  const json job = Get(Jobs() + "/train");
+  EXPECT_TRUE(job.value(json::json_pointer("/spec/suspend"), false));
+  EXPECT_FALSE(job.contains(json::json_pointer("/metadata/annotations/ncclguard.io~1gate")));
+  const json pytorch = Get(PyTorchJobs() + "/llama");
+  EXPECT_TRUE(pytorch.value(json::json_pointer("/spec/runPolicy/suspend"), false));
+  EXPECT_FALSE(pytorch.contains(json::json_pointer("/metadata/annotations/ncclguard.io~1gate")));
+
+  SetValidation("x", "Pass");
+  const json selector = {{"ncclguard.io/validated", "true"}};
+  for (const char* owner : {"train", "llama"}) {
+    const json workload = WaitForWorkload(owner, [&](const json& w) {
+      return EntryOf(w, check_).value("state", "") == "Ready" && IsTrue(w, "Admitted");
+    });
+    ASSERT_FALSE(workload.is_null());
+    const json updates = EntryOf(workload, check_).value("podSetUpdates", json::array());
+    ASSERT_FALSE(updates.empty());
+    for (const json& update : updates) EXPECT_EQ(update["nodeSelector"], selector);
+  }
+  // Kueue resumed both and put the validated nodeSelector on their pods.
+  json resumed;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        resumed = Get(Jobs() + "/train");
+        return !resumed.value(json::json_pointer("/spec/suspend"), true);
+      },
+      kWait))
+      << resumed.dump();
+  EXPECT_EQ(resumed.value(
+                json::json_pointer("/spec/template/spec/nodeSelector/ncclguard.io~1validated"), ""),
+            "true");
+  EXPECT_FALSE(resumed.contains(json::json_pointer("/metadata/annotations/ncclguard.io~1gate")));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        resumed = Get(PyTorchJobs() + "/llama");
+        return !resumed.value(json::json_pointer("/spec/runPolicy/suspend"), true);
+      },
+      kWait))
+      << resumed.dump();
+  EXPECT_EQ(resumed.value(json::json_pointer("/spec/pytorchReplicaSpecs/Worker/template/spec/"
+                                             "nodeSelector/ncclguard.io~1validated"),
+                          ""),
+            "true");
+}
+
+// Issue test 2: past the hold timeout the check answers Retry; Kueue releases the quota (the
+// Workload is evicted), requeues it after requeueAfterSeconds and counts the retry; once the
+// node passes the check is Ready and the job admitted.
+TEST_F(KueueAdmissionCheck, HoldTimeoutRetriesReleasesQuotaAndRequeues) {
+  MakeQueues(32, {check_});
+  for (const char* n : {"a", "b", "c"}) AddNode(n, "Pass");
+  AddNode("x", "Fail");
+  manager::ManagerOptions options = Options();
+  options.base_policy.gate.hold_timeout_seconds = 2;
+  options.base_policy.gate.retry_after_seconds = 1;
+  StartController(options);
+  Create(Jobs(), BatchJob("train", 4));
+
+  // Watch the Workload's history: Retry answered, quota released, requeued with a retry count.
+  bool saw_retry = false, saw_released = false;
+  ASSERT_FALSE(WaitForWorkload("train", [](const json&) { return true; }).is_null());
+  const std::string path = "/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/workloads";
+  const WatchResult watched = client_->Watch(
+      path,
+      [&](const json& event) {
+        const json& w = event["object"];
+        const json entry = EntryOf(w, check_);
+        if (entry.value("state", "") == "Retry") {
+          saw_retry = true;
+          EXPECT_EQ(entry.value("requeueAfterSeconds", 0), 1);
+        }
+        if (saw_retry && !IsTrue(w, "QuotaReserved")) saw_released = true;
+        return saw_released && IsTrue(w, "QuotaReserved") && entry.value("retryCount", 0) >= 1;
+      },
+      kWait);
+  EXPECT_TRUE(saw_retry);
+  EXPECT_TRUE(saw_released);
+  ASSERT_TRUE(watched.matched) << watched.error;
+
+  SetValidation("x", "Pass");
+  const json workload = WaitForWorkload("train", [&](const json& w) {
+    return EntryOf(w, check_).value("state", "") == "Ready" && IsTrue(w, "Admitted");
+  });
+  ASSERT_FALSE(workload.is_null());
+  EXPECT_GE(EntryOf(workload, check_).value("retryCount", 0), 1);
+  EXPECT_NE(EntryOf(workload, check_).value("state", ""), "Rejected");
+}
+
+// Issue test 3: the controller stopped mid-flight, the node passing while none runs, and a
+// new replica taking the Lease: the Workload is answered, and another check controller's entry
+// on the same Workload is never overwritten (the applies name only our entry).
+TEST_F(KueueAdmissionCheck, RestartAndLeaderChangeLoseNothingAndOverwriteNoOtherEntry) {
+  Create("/apis/kueue.x-k8s.io/v1beta2/admissionchecks",
+         {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+          {"kind", "AdmissionCheck"},
+          {"metadata", {{"name", manual_}}},
+          {"spec", {{"controllerName", "example.com/manual-approval"}}}});
+  cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/admissionchecks/" + manual_);
+  // The other check controller, played by the test: its AdmissionCheck Active, its entry Ready.
+  const KubeResponse active = client_->Request(
+      "PATCH",
+      "/apis/kueue.x-k8s.io/v1beta2/admissionchecks/" + manual_ +
+          "/status?fieldManager=manual-approval&force=true",
+      json{{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+           {"kind", "AdmissionCheck"},
+           {"metadata", {{"name", manual_}}},
+           {"status",
+            {{"conditions", json::array({{{"type", "Active"},
+                                          {"status", "True"},
+                                          {"reason", "Active"},
+                                          {"message", "test"},
+                                          {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
+          .dump(),
+      "application/apply-patch+yaml");
+  ASSERT_EQ(active.status, 200) << active.body;
+  MakeQueues(32, {check_, manual_});
+  for (const char* n : {"a", "b", "c"}) AddNode(n, "Pass");
+  AddNode("x", "Fail");
+  RunningController& first = StartController(Options(true, "first"));
+  Create(Jobs(), BatchJob("train", 4));
+  json workload =
+      WaitForWorkload("train", [&](const json& w) { return CheckPendingWithMessage(w, "3/4"); });
+  ASSERT_FALSE(workload.is_null());
+  const std::string name = workload["metadata"]["name"];
+  const KubeResponse approved = client_->Request(
+      "PATCH",
+      "/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/workloads/" + name +
+          "/status?fieldManager=manual-approval&force=true",
+      json{{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+           {"kind", "Workload"},
+           {"metadata", {{"name", name}, {"namespace", namespace_}}},
+           {"status",
+            {{"admissionChecks", json::array({{{"name", manual_},
+                                               {"state", "Ready"},
+                                               {"message", "approved by the test"},
+                                               {"lastTransitionTime", "2026-12-02T14:00:00Z"}}})}}}}
+          .dump(),
+      "application/apply-patch+yaml");
+  ASSERT_EQ(approved.status, 200) << approved.body;
+
+  // A node changes while the leader runs (our entry is rewritten), then the leader stops
+  // (handing the Lease over) and the last node passes while no controller runs.
+  SetValidation("a", "Fail");
+  ASSERT_FALSE(WaitForWorkload("train", [&](const json& w) {
+                 return CheckPendingWithMessage(w, "2/4");
+               }).is_null());
+  first.Stop();
+  SetValidation("a", "Pass");
+  SetValidation("x", "Pass");
+  EXPECT_FALSE(IsTrue(WorkloadOf("train"), "Admitted"));
+
+  StartController(Options(true, "second"));
+  workload = WaitForWorkload("train", [&](const json& w) {
+    return EntryOf(w, check_).value("state", "") == "Ready" && IsTrue(w, "Admitted");
+  });
+  ASSERT_FALSE(workload.is_null());
+  const json manual = EntryOf(workload, manual_);
+  EXPECT_EQ(manual.value("state", ""), "Ready");
+  EXPECT_EQ(manual.value("message", ""), "approved by the test");
+  // Our field manager owns our entry of status.admissionChecks and nothing else of it.
+  for (const json& managed : workload["metadata"]["managedFields"]) {
+    if (managed.value("manager", "") != "ncclguard-preflight") continue;
+    const json checks =
+        managed.value(json::json_pointer("/fieldsV1/f:status/f:admissionChecks"), json::object());
+    for (const auto& [key, value] : checks.items()) {
+      if (key == ".") continue;
+      EXPECT_EQ(key, "k:{\"name\":\"" + check_ + "\"}");
+    }
+    const json status = managed.value(json::json_pointer("/fieldsV1/f:status"), json::object());
+    for (const auto& [key, value] : status.items()) EXPECT_EQ(key, "f:admissionChecks");
+  }
+  const json resumed = Get(Jobs() + "/train");
+  EXPECT_TRUE(Eventually(
+      [&] { return !Get(Jobs() + "/train").value(json::json_pointer("/spec/suspend"), true); },
+      kWait))
+      << resumed.dump();
+}
+
+// Issue test 4: in the same cluster, a job without a queue label still goes through
+// ncclguard's gate (marked pending, suspended, released once validated nodes exist), and
+// Kueue leaves it alone.
+TEST_F(KueueAdmissionCheck, AJobWithoutAQueueLabelIsStillGated) {
+  MakeQueues(64, {check_});
+  for (const char* n : {"a", "b", "c"}) AddNode(n, "Pass");
+  AddNode("x", "Fail");
+  StartController(Options());
+  json unqueued = PyTorchJob("solo", 3, /*queued=*/false);
+  for (auto& [role, spec] : unqueued["spec"]["pytorchReplicaSpecs"].items()) {
+    spec["template"]["spec"]["nodeSelector"] = {
+        {"node.kubernetes.io/instance-type", InstanceType()}};
+  }
+  Create(PyTorchJobs(), unqueued);
+  const json marked = Get(PyTorchJobs() + "/solo");
+  EXPECT_EQ(marked.value(json::json_pointer("/metadata/annotations/ncclguard.io~1gate"), ""),
+            "pending");
+  EXPECT_TRUE(marked.value(json::json_pointer("/spec/runPolicy/suspend"), false));
+  // A queued job in the same namespace gets its Workload; the unqueued one never does.
+  Create(PyTorchJobs(), PyTorchJob("queued", 3));
+  ASSERT_FALSE(WaitForWorkload("queued", [](const json&) { return true; }).is_null());
+  EXPECT_TRUE(WorkloadOf("solo").is_null());
+
+  SetValidation("x", "Pass");
+  json released;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        released = Get(PyTorchJobs() + "/solo");
+        return released.value(json::json_pointer("/metadata/annotations/ncclguard.io~1gate"), "") ==
+               "admitted";
+      },
+      kWait))
+      << released.dump();
+  EXPECT_FALSE(released.value(json::json_pointer("/spec/runPolicy/suspend"), true));
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv
