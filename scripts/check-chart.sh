@@ -242,7 +242,10 @@ can() {
     fail "$sa $verb $resource${sub:+ ($sub)}${where:+ -n $where}: got '$got', want $want"
   fi
 }
-# The training operators' CRDs (test copies), so that kubectl resolves their resources.
+# The training operators' CRDs, so that kubectl resolves their resources: the Kubeflow training
+# operator's own PyTorchJob CRD from the Go module cache, test copies for the kinds it does not ship.
+training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+k apply --server-side -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
 for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
 k wait --for=condition=Established --timeout=30s crd --all >/dev/null
 c="ncclguard-controller"
