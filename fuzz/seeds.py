@@ -142,3 +142,10 @@ for i, f in enumerate(sorted(probe.rglob("limits"))):
 for i, f in enumerate(sorted(probe.rglob("config"))[:4]):
     write("probe_parsers", f"pci-config-{i}", b"\x02" + f.read_bytes())
 write("probe_parsers", "boolean", b"\x03yes")
+
+# log_matchers: the first byte picks the chunk size, the rest is the log (tests/fixtures/logs).
+logs = root / "tests" / "fixtures" / "logs"
+for f in sorted(logs.glob("*.log")):
+    write("log_matchers", f.stem, b"\x07" + f.read_bytes())
+write("log_matchers", "two-ranks",
+      b"\x03" + b"|".join((logs / n).read_bytes() for n in ("rank0-peer-closed.log", "rank1-oom.log")))

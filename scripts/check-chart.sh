@@ -247,6 +247,8 @@ can() {
 training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
 k apply --server-side -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
 for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
+# A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
+for _ in $(seq 60); do k wait --for=condition=Established --timeout=30s crd --all >/dev/null 2>&1 && break; sleep 0.5; done
 k wait --for=condition=Established --timeout=30s crd --all >/dev/null
 c="ncclguard-controller"
 for r in pytorchjobs.kubeflow.org mpijobs.kubeflow.org jobsets.jobset.x-k8s.io jobs.batch; do

@@ -79,6 +79,8 @@ source "$root/scripts/controlplane/versions.sh"
 training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
 kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" \
   -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+# A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
+for _ in $(seq 60); do kubectl wait --for condition=established --timeout=60s crd --all >/dev/null 2>&1 && break; sleep 0.5; done
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null
 kubectl apply --server-side -f "$root/manifests/ncclguard.yaml" >/dev/null
 note "CRDs, namespace ncclguard-system, service accounts, RBAC, webhook configurations, NcclPolicy"
