@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest node_training_tests (label node): training jobs on the real node (scripts/node.sh, with
 # CoreDNS as its cluster DNS) with ncclguard installed by helm and the real Kubeflow training
-# operator (scripts/training-operator.sh) making the PyTorchJob's pods. One node for all four:
+# operator (scripts/training-operator.sh) making the PyTorchJob's pods. One node for all five:
 #
 #   1. the node advertises nvidia.com/gpu: 8 and vpc.amazonaws.com/efa: 32 (a node status patch,
 #      as a device plugin would) and the p5.48xlarge label; a managed Indexed Job of 2 pods x 4
@@ -19,6 +19,9 @@
 #   4. the gate and the operator: while the node fails its EFA check, a PyTorchJob is held and
 #      has no pods (the operator marks it Suspended); the ncclguard controller restarted
 #      meanwhile changes nothing; released once the node validates, the operator creates its pods
+#   5. NCCL's own lines, read by the controller through the real kubelet's pods/log: a Job whose
+#      pod printed a socket transport while requesting EFA gets NcclTransport=False Socket and the
+#      EFATcpFallback Warning Event; one on EFA gets NcclTransport=True EFA
 #
 # Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
 # Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
@@ -503,6 +506,44 @@ efa16() { [[ "$(k get node "$NODE_NAME" -o jsonpath='{.status.allocatable.vpc\.a
 eventually 60 efa16 || fail "node allocatable EFA did not drop to 16"
 diag_job noefa "$image" '{nvidia.com/gpu: 8, memory: 64Mi, cpu: 100m}' 'true' | k apply -f - >/dev/null
 check_diagnosis noefa EFAUnschedulable efa-tcp-fallback
+
+# ---------------------------------------------------------------- 5. what NCCL printed, read from the real kubelet
+# Two managed Jobs whose pods (4 GPUs each, so the webhook gives them 16 EFA devices) print what
+# NCCL 2.23 prints: one on sockets, one on EFA through aws-ofi-nccl. The controller reads their
+# logs through pods/log (the kubelet serves them) and sets NcclTransport on each Job; the one on
+# sockets while it requested EFA also gets the efa-tcp-fallback Warning Event.
+k -n diag delete job noefa --wait=true >/dev/null
+k patch node "$NODE_NAME" --subresource=status --type=merge -p '{"status":{"capacity":{"vpc.amazonaws.com/efa":"32"}}}' >/dev/null
+efa32() { [[ "$(k get node "$NODE_NAME" -o jsonpath='{.status.allocatable.vpc\.amazonaws\.com/efa}')" == 32 ]]; }
+eventually 60 efa32 || fail "node allocatable EFA did not return to 32"
+nccl_prefix="worker-0:57:130 [0] NCCL INFO"
+socket_log="echo \"$nccl_prefix NCCL version 2.23.4+cuda12.6\"; echo \"$nccl_prefix NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\"; echo \"$nccl_prefix NET/Socket : Using [0]eth0:10.1.34.13<0>\"; echo \"$nccl_prefix Using network Socket\"; sleep 3"
+efa_log="echo \"$nccl_prefix NCCL version 2.23.4+cuda12.6\"; echo \"$nccl_prefix NET/OFI Initializing aws-ofi-nccl 1.13.2\"; echo \"$nccl_prefix NET/OFI Selected provider is efa, fabric is efa-direct (found 16 nics)\"; echo \"$nccl_prefix Using network Libfabric\"; sleep 3"
+{
+  diag_job onsockets "$image" '{nvidia.com/gpu: 4, memory: 64Mi, cpu: 100m}' "$socket_log"
+  diag_job onefa "$image" '{nvidia.com/gpu: 4, memory: 64Mi, cpu: 100m}' "$efa_log"
+} | k apply -f - >/dev/null
+transport() { k -n diag get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclTransport")]}{.status} {.reason}{end}'; }
+transport_is() { [[ "$(transport "$1")" == "$2" ]]; }
+if eventually 180 transport_is onsockets "False Socket"; then
+  message="$(k -n diag get job onsockets -o jsonpath='{.status.conditions[?(@.type=="NcclTransport")].message}')"
+  event="$(k -n diag get events --field-selector "involvedObject.kind=Job,involvedObject.name=onsockets,reason=EFATcpFallback" \
+    -o jsonpath='{.items[0].type} {.items[0].note}{.items[0].message}' 2>/dev/null || true)"
+  if [[ "$message" == *"Using network Socket"*"${guide}efa-tcp-fallback"* && "$event" == Warning*"${guide}efa-tcp-fallback"* ]]; then
+    pass "pod log on sockets (the kubelet's pods/log): Job onsockets NcclTransport=False Socket and a Warning EFATcpFallback Event, both linking #efa-tcp-fallback: $message"
+  else
+    fail "pod log on sockets: condition '$message', Event '$event'"
+  fi
+else
+  fail "Job onsockets: NcclTransport '$(transport onsockets)', want False Socket; its log: $(k -n diag logs job/onsockets 2>&1 | tail -2)"
+fi
+if eventually 120 transport_is onefa "True EFA"; then
+  no_event="$(k -n diag get events --field-selector "involvedObject.kind=Job,involvedObject.name=onefa,reason=EFATcpFallback" -o name)"
+  [[ -z "$no_event" ]] && pass "pod log on EFA: Job onefa NcclTransport=True EFA, no EFATcpFallback Event" ||
+    fail "Job onefa on EFA got an EFATcpFallback Event"
+else
+  fail "Job onefa: NcclTransport '$(transport onefa)', want True EFA; its log: $(k -n diag logs job/onefa 2>&1 | tail -2)"
+fi
 
 echo "training_tests: $failures failure(s) in $((SECONDS - begin))s"
 if ((failures > 0)); then exit 1; fi
