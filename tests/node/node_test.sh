@@ -38,16 +38,10 @@ done
 work="$(mktemp -d /tmp/ncclguard-node-test.XXXXXX)"
 export NCCLGUARD_NODE_DIR="$work/node"
 failures=0
-pass() { printf 'PASS: %s\n' "$*"; }
-fail() { printf 'FAIL: %s\n' "$*"; failures=$((failures + 1)); }
-# eventually <seconds> <command...>: retries until it succeeds (a wait, not a timed assertion).
-eventually() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 1
-  done
-}
+# shellcheck disable=SC2034 # lib.sh reads it
+begin=$SECONDS
+# shellcheck source=lib.sh
+source "$root/tests/node/lib.sh"
 
 host_forward_before="$(cat /proc/sys/net/ipv4/ip_forward)"
 host_links_before="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
@@ -57,16 +51,7 @@ cleanup() {
   local rc=$?
   set +e
   [[ -z "${loop_pid:-}" ]] || kill "$loop_pid" 2>/dev/null
-  if [[ -n "${NCCLGUARD_NODE_TEST_KEEP:-}" && -d "$NCCLGUARD_NODE_DIR/log" ]]; then
-    mkdir -p "$NCCLGUARD_NODE_TEST_KEEP" && cp -r "$NCCLGUARD_NODE_DIR/log/." "$NCCLGUARD_NODE_TEST_KEEP/"
-  fi
-  if ! "$root/scripts/node.sh" stop >"$work/stop.log" 2>&1; then
-    cat "$work/stop.log"
-    echo "FAIL: scripts/node.sh stop left something behind"
-    rc=1
-  fi
-  rm -rf "$work"
-  exit "$rc"
+  stop_node "$rc"
 }
 trap cleanup EXIT
 trap 'echo "FAIL: node_tests stopped at line $LINENO: $BASH_COMMAND"' ERR

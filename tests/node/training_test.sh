@@ -50,32 +50,12 @@ done
 work="$(mktemp -d /tmp/ncclguard-training-test.XXXXXX)"
 export NCCLGUARD_NODE_DIR="$work/node"
 failures=0
+# shellcheck disable=SC2034 # lib.sh reads it
 begin=$SECONDS
-pass() { printf 'PASS [%3ds]: %s\n' "$((SECONDS - begin))" "$*"; }
-fail() { printf 'FAIL [%3ds]: %s\n' "$((SECONDS - begin))" "$*"; failures=$((failures + 1)); }
-# eventually <seconds> <command...>: retries until it succeeds (a wait, not a timed assertion).
-eventually() {
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 1
-  done
-}
+# shellcheck source=lib.sh
+source "$root/tests/node/lib.sh"
 
-cleanup() {
-  local rc=$?
-  set +e
-  if [[ -n "${NCCLGUARD_NODE_TEST_KEEP:-}" && -d "$NCCLGUARD_NODE_DIR/log" ]]; then
-    mkdir -p "$NCCLGUARD_NODE_TEST_KEEP" && cp -r "$NCCLGUARD_NODE_DIR/log/." "$NCCLGUARD_NODE_TEST_KEEP/"
-  fi
-  if ! "$root/scripts/node.sh" stop >"$work/stop.log" 2>&1; then
-    cat "$work/stop.log"
-    echo "FAIL: scripts/node.sh stop left something behind"
-    rc=1
-  fi
-  rm -rf "$work"
-  exit "$rc"
-}
+cleanup() { stop_node $?; }
 trap cleanup EXIT
 trap 'echo "FAIL: training_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
 
