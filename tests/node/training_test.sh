@@ -225,7 +225,8 @@ passing_checks='{memlock-limit,dev-shm-stale,removeipc}'
 failing_checks='{efa-device-count}'
 
 # ---------------------------------------------------------------- 1. held, then released: the Indexed Job
-k apply -f "$work/indexed-job.yaml" >/dev/null
+# The first admission may reach a replica before the CA bundle it serves with is published.
+eventually 60 k apply -f "$work/indexed-job.yaml" || fail "the Indexed Job was not admitted: $(k apply -f "$work/indexed-job.yaml" 2>&1)"
 if eventually 60 held job allreduce && [[ -z "$(job_pods)" ]]; then
   pass "gate: Job allreduce held, no pods ($(k -n team get job allreduce -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].message}'))"
 else
