@@ -13,6 +13,8 @@
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
 #   scripts/controlplane.sh stop-apiserver | start-apiserver
 #                                    stop / start kube-apiserver alone (etcd and the URL stay)
+#   scripts/controlplane.sh stop-etcd | start-etcd
+#                                    stop / start etcd alone (its data and ports stay)
 #   scripts/controlplane.sh source-dir MODULE@VERSION
 #                                    download MODULE@VERSION into the Go module cache (once) and
 #                                    print its directory there: upstream CRDs and manifests are
@@ -383,8 +385,7 @@ pick_port() {
 }
 
 start_etcd() {
-  local attempt client peer rc extra=()
-  read -r -a extra <<<"${NCCLGUARD_CONTROLPLANE_EXTRA_ETCD_ARGS:-}"
+  local attempt client peer rc
   for ((attempt = 1; attempt <= 5; attempt++)); do
     client="$(pick_port 0 "$attempt")"
     peer="$(pick_port 1 "$attempt")"
@@ -392,18 +393,27 @@ start_etcd() {
     log "starting etcd on 127.0.0.1:$client (peer $peer), attempt $attempt"
     stop_recorded "$state_dir/etcd.pid"
     rm -rf "$state_dir/etcd-data"
-    launch etcd --name=ncclguard-test --data-dir="$state_dir/etcd-data" \
-      --listen-client-urls="http://127.0.0.1:$client" --advertise-client-urls="http://127.0.0.1:$client" \
-      --listen-peer-urls="http://127.0.0.1:$peer" --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
-      --initial-cluster="ncclguard-test=http://127.0.0.1:$peer" --initial-cluster-state=new \
-      --unsafe-no-fsync --log-level=warn "${extra[@]}"
-    rc=0
-    wait_until etcd "$ready_timeout" curl -fsS --max-time 2 "http://127.0.0.1:$client/health" || rc=$?
+    launch_etcd "$client" "$peer"
     started_or_retry etcd "$rc" || continue
     etcd_url="http://127.0.0.1:$client"
+    etcd_peer_url="http://127.0.0.1:$peer"
     return 0
   done
   fail_start "$state_dir/etcd.log" "etcd could not bind a port in 5 attempts"
+}
+
+# launch_etcd <client port> <peer port>: starts etcd on its data dir (kept if there: a restart
+# keeps its data) and waits; sets rc like wait_until.
+launch_etcd() {
+  local client="$1" peer="$2" extra=()
+  read -r -a extra <<<"${NCCLGUARD_CONTROLPLANE_EXTRA_ETCD_ARGS:-}"
+  launch etcd --name=ncclguard-test --data-dir="$state_dir/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$client" --advertise-client-urls="http://127.0.0.1:$client" \
+    --listen-peer-urls="http://127.0.0.1:$peer" --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
+    --initial-cluster="ncclguard-test=http://127.0.0.1:$peer" --initial-cluster-state=new \
+    --unsafe-no-fsync --log-level=warn "${extra[@]}"
+  rc=0
+  wait_until etcd "$ready_timeout" curl -fsS --max-time 2 "http://127.0.0.1:$client/health" || rc=$?
 }
 
 # launch_apiserver <port>: starts kube-apiserver on <port> against $etcd_url and waits;
@@ -479,7 +489,7 @@ cmd_start() {
   # Before any server starts, so even a start that is killed midway is cleaned up.
   [[ -z "${NCCLGUARD_CONTROLPLANE_OWNER_PID:-}" ]] || start_watchdog "$NCCLGUARD_CONTROLPLANE_OWNER_PID"
   local begin=$SECONDS
-  etcd_url="" apiserver_url=""
+  etcd_url="" etcd_peer_url="" apiserver_url=""
   generate_pki
   start_etcd
   start_apiserver
@@ -489,6 +499,7 @@ cmd_start() {
   cat >"$state_dir/controlplane.env" <<ENV
 APISERVER_URL=$apiserver_url
 ETCD_URL=$etcd_url
+ETCD_PEER_URL=$etcd_peer_url
 KUBECONFIG=$state_dir/kubeconfig
 CA_FILE=$pki/ca.crt
 ADMIN_CERT_FILE=$pki/admin.crt
@@ -573,6 +584,29 @@ cmd_start_apiserver() {
   esac
 }
 
+# etcd alone, the same way: its data dir and both ports stay, so kube-apiserver (left running)
+# reconnects to the same URL.
+cmd_stop_etcd() {
+  require_instance
+  stop_recorded "$state_dir/etcd.pid"
+}
+
+cmd_start_etcd() {
+  require_instance
+  pid_alive "$state_dir/etcd.pid" && die "etcd already runs in $state_dir"
+  local client peer rc
+  client="$(sed -n 's/^ETCD_URL=//p' "$state_dir/controlplane.env")"
+  peer="$(sed -n 's/^ETCD_PEER_URL=//p' "$state_dir/controlplane.env")"
+  [[ -n $peer ]] || die "$state_dir/controlplane.env has no ETCD_PEER_URL (started by an older controlplane.sh)"
+  log "starting etcd again on $client"
+  launch_etcd "${client##*:}" "${peer##*:}"
+  case $rc in
+    0) log "etcd ready again at $client" ;;
+    *) log "error: etcd did not start again (exit or timeout, rc $rc)"
+      log_tail "$state_dir/etcd.log"; exit 1 ;;
+  esac
+}
+
 main() {
   case "${1:-}" in
     build) cmd_build "${2:-}" ;;
@@ -581,8 +615,10 @@ main() {
     status) cmd_status ;;
     stop-apiserver) cmd_stop_apiserver ;;
     start-apiserver) cmd_start_apiserver ;;
+    stop-etcd) cmd_stop_etcd ;;
+    start-etcd) cmd_start_etcd ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [node|training]|start|stop|status|stop-apiserver|start-apiserver|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [node|training]|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

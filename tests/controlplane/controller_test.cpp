@@ -587,9 +587,9 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
 namespace ncclguard::testenv {
 namespace {
 
-// Chaos with numbers (issue 17): kube-apiserver restarted 5 times while 200 jobs are created and
-// a node changes. Counted: every job gets exactly one Service, none stays held once its nodes
-// are valid, no Admitted Event and no hold message is written twice.
+// Chaos with numbers (issue 17): kube-apiserver restarted 5 times and etcd once while 200 jobs
+// are created and a node changes. Counted: every job gets exactly one Service, none stays held once
+// its nodes are valid, no Admitted Event and no hold message is written twice.
 TEST_F(ControllerApiServerRestart,
        FiveRestartsWhileTwoHundredJobsAreCreatedLoseAndDuplicateNothing) {
   constexpr int kJobs = 200;
@@ -619,6 +619,7 @@ TEST_F(ControllerApiServerRestart,
     creating = false;
   });
   int restarts = 0;
+  bool etcd_restarted = false;
   for (; restarts < kRestarts; ++restarts) {
     const int before = created.load();
     Eventually([&] { return created.load() >= before + kJobs / (kRestarts + 1) || !creating; },
@@ -626,12 +627,20 @@ TEST_F(ControllerApiServerRestart,
     ASSERT_EQ(instance_->StopApiServer().exit_code, 0);
     std::this_thread::sleep_for(1s);
     ASSERT_EQ(instance_->StartApiServer().exit_code, 0);
+    if (restarts == kRestarts / 2) {
+      // etcd goes away under a running kube-apiserver: writes fail, watches stall or end.
+      ASSERT_EQ(instance_->StopEtcd().exit_code, 0);
+      std::this_thread::sleep_for(2s);
+      ASSERT_EQ(instance_->StartEtcd().exit_code, 0);
+      etcd_restarted = true;
+    }
   }
+  EXPECT_TRUE(etcd_restarted);
   creator.join();
   ASSERT_EQ(created.load(), kJobs);
   std::printf(
-      "[ figure ] %d jobs created across %d kube-apiserver restarts; %d create attempts "
-      "failed while it was away\n",
+      "[ figure ] %d jobs created across %d kube-apiserver restarts and 1 etcd restart; %d "
+      "create attempts failed while one was away\n",
       kJobs, restarts, failed_attempts.load());
 
   // The node changes: b passes now, and c joins passing: every job's 3 pods fit valid nodes.
@@ -663,10 +672,12 @@ TEST_F(ControllerApiServerRestart,
   EXPECT_EQ(lost, 0u) << "jobs without a Service";
   EXPECT_EQ(services["items"].size(), names.size()) << "Services beyond one a job";
 
-  // Events: one Admitted per job (each written just after its release), and no hold message
-  // said twice for a job.
+  // Events: one Admitted per job that was visibly held (a hold Event said why), none for a job
+  // released at its first look (the controller, behind the creator, first saw it with its nodes
+  // already valid: only its condition says Admitted), and no hold message said twice.
   std::size_t duplicate_events = 0;
-  std::size_t without_admitted = 0;
+  std::size_t held_without_admitted = 0;
+  std::size_t released_at_first_look = 0;
   auto count_events = [&] {
     const json events = Get("/apis/events.k8s.io/v1/namespaces/" + namespace_ + "/events");
     if (!events.is_object()) return false;
@@ -680,25 +691,31 @@ TEST_F(ControllerApiServerRestart,
       }
     }
     duplicate_events = 0;
-    without_admitted = 0;
+    held_without_admitted = 0;
+    released_at_first_look = 0;
     for (const std::string& name : names) {
-      if (admitted[name] == 0) ++without_admitted;
-      if (admitted[name] > 1) duplicate_events += static_cast<std::size_t>(admitted[name] - 1);
       std::vector<std::string>& notes = hold_notes[name];
+      if (notes.empty()) {
+        ++released_at_first_look;
+      } else if (admitted[name] == 0) {
+        ++held_without_admitted;
+      }
+      if (admitted[name] > 1) duplicate_events += static_cast<std::size_t>(admitted[name] - 1);
       std::sort(notes.begin(), notes.end());
       duplicate_events +=
           notes.size() -
           static_cast<std::size_t>(std::unique(notes.begin(), notes.end()) - notes.begin());
     }
-    return without_admitted == 0;
+    return held_without_admitted == 0;
   };
-  // Known gap, counted and printed, not asserted: in 2 of 3 runs on a loaded machine 78 and 14
-  // of 200 released jobs had no Admitted Event a minute later (docs/fuzzing.md).
-  Eventually(count_events, 60s);
+  EXPECT_TRUE(Eventually(count_events, 60s))
+      << held_without_admitted << " jobs held with a hold Event were released without Admitted";
   std::printf(
       "[ figure ] after %d restarts: %zu of %d jobs without a Service, %zu stuck held, "
-      "%zu duplicate Events, %zu without an Admitted Event\n",
-      restarts, lost, kJobs, still_held(), duplicate_events, without_admitted);
+      "%zu duplicate Events, %zu held jobs without an Admitted Event, %zu released at their "
+      "first look (no Event by design)\n",
+      restarts, lost, kJobs, still_held(), duplicate_events, held_without_admitted,
+      released_at_first_look);
   EXPECT_EQ(duplicate_events, 0u);
   EXPECT_FALSE(running.finished());
 }

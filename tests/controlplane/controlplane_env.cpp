@@ -115,6 +115,14 @@ ProcessResult ControlPlane::StartApiServer() {
   return RunProcess({ControlPlaneScript(), "start-apiserver"}, ScriptEnv());
 }
 
+ProcessResult ControlPlane::StopEtcd() {
+  return RunProcess({ControlPlaneScript(), "stop-etcd"}, ScriptEnv());
+}
+
+ProcessResult ControlPlane::StartEtcd() {
+  return RunProcess({ControlPlaneScript(), "start-etcd"}, ScriptEnv());
+}
+
 std::unique_ptr<ControlPlane> ControlPlaneEnvironment::instance_;
 
 void ControlPlaneEnvironment::SetUp() {

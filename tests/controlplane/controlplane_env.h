@@ -47,6 +47,9 @@ class ControlPlane {
   // Stops / starts kube-apiserver alone; etcd (and its data) and the URL stay.
   ProcessResult StopApiServer();
   ProcessResult StartApiServer();
+  // Stops / starts etcd alone; its data and ports stay, kube-apiserver keeps running.
+  ProcessResult StopEtcd();
+  ProcessResult StartEtcd();
 
   bool running() const { return running_; }
   const ControlPlaneInfo& info() const { return info_; }

@@ -111,6 +111,38 @@ TEST(ControlPlaneHarness, ApiServerRestartsAloneKeepingItsDataAndUrl) {
   EXPECT_TRUE(ProcessesMentioning(instance.state_dir()).empty());
 }
 
+TEST(ControlPlaneHarness, EtcdRestartsAloneKeepingItsDataWhileTheApiServerRuns) {
+  ControlPlane instance(MakeTempDir("ncclguard-cp-etcd-restart"));
+  ASSERT_NO_FATAL_FAILURE(ExpectStartOk(instance.Start()));
+  TestKubeClient client(instance.info());
+  std::string ns = CreateTestNamespace(client, "survives-etcd-restart");
+
+  ProcessResult stopped = instance.StopEtcd();
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.stderr_text;
+  // kube-apiserver's readiness includes its etcd check.
+  EXPECT_TRUE(Eventually([&] { return client.Get("/readyz").status != 200; }, seconds(30)))
+      << "kube-apiserver stayed ready without etcd";
+  ProcessResult started = instance.StartEtcd();
+  ASSERT_EQ(started.exit_code, 0) << started.stderr_text;
+  // kube-apiserver was never restarted: it reconnects to etcd on the same URL.
+  EXPECT_TRUE(
+      Eventually([&] { return client.Get("/api/v1/namespaces/" + ns).status == 200; }, seconds(60)))
+      << "etcd data was lost or the API server did not reconnect";
+  const nlohmann::json config_map = {
+      {"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "after-restart"}}}};
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return client.Post("/api/v1/namespaces/" + ns + "/configmaps", config_map).status == 201;
+      },
+      seconds(30)))
+      << "writes fail after etcd came back";
+  ProcessResult twice = instance.StartEtcd();
+  EXPECT_NE(twice.exit_code, 0);
+  EXPECT_NE(twice.stderr_text.find("already runs"), std::string::npos) << twice.stderr_text;
+  EXPECT_EQ(instance.Stop().exit_code, 0);
+  EXPECT_TRUE(ProcessesMentioning(instance.state_dir()).empty());
+}
+
 TEST(ControlPlaneHarness, StaleStateDirFromACrashedRunIsCleanedUp) {
   std::string dir = MakeTempDir("ncclguard-cp-stale");
   // What a killed run leaves: the marker, pid files of dead processes (one a
