@@ -29,6 +29,11 @@ std::vector<std::string> Tokens(const std::string& text) {
   return tokens;
 }
 
+bool IsIndex(const std::string& token) {
+  return !token.empty() && token.size() <= 9 &&
+         token.find_first_not_of("0123456789") == std::string::npos;
+}
+
 // Walks token by token to name the field that had the wrong type; only used off the fast path.
 const Json* SlowLookup(const Json& root, const JsonPointer& at) {
   const Json* node = &root;
@@ -39,9 +44,10 @@ const Json* SlowLookup(const Json& root, const JsonPointer& at) {
       if (it == node->end()) return nullptr;
       node = &*it;
     } else if (node->is_array()) {
-      if (token.empty() || token.size() > 9 ||
-          token.find_first_not_of("0123456789") != std::string::npos) {
-        return nullptr;
+      if (!IsIndex(token)) {
+        // A field asked of a list: the input has a list where an object belongs.
+        throw InputError((walked.empty() ? std::string("/") : walked) +
+                         ": expected an object, got array");
       }
       const std::size_t index = std::stoul(token);
       if (index >= node->size()) return nullptr;
@@ -68,7 +74,8 @@ const Json* Lookup(const Json& root, const JsonPointer& at) {
   const JsonPointer parent = at.parent_pointer();
   if (root.contains(parent)) {
     const Json& node = root.at(parent);
-    if (node.is_object() || node.is_array() || node.is_null()) return nullptr;
+    if (node.is_object() || node.is_null()) return nullptr;
+    if (node.is_array() && IsIndex(at.back())) return nullptr;  // an index past the end
   }
   return SlowLookup(root, at);
 }

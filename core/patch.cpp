@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/errors.h"
+
 namespace ncclguard::core {
 namespace {
 
@@ -51,8 +53,13 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
   }
   const JsonPointer parent = target.parent_pointer();
   const Json* parent_node = parent.empty() ? base_ : Find(parent);
-  if (parent_node == nullptr || !parent_node->is_object()) {
-    throw std::logic_error("PatchPlan::Add: parent of " + at.to_string() + " is not an object");
+  if (parent_node == nullptr) {
+    throw std::logic_error("PatchPlan::Add: parent of " + at.to_string() + " is missing");
+  }
+  if (!parent_node->is_object()) {
+    // The input holds a list or a scalar where the fix needs an object (a securityContext that
+    // is a list): the input's fault, said like every other field of the wrong type.
+    throw InputError(parent.to_string() + ": expected an object, got " + parent_node->type_name());
   }
   ops_.push_back(Json{{"op", "add"}, {"path", target.to_string()}, {"value", value}});
   JsonPointer relative;
@@ -69,8 +76,9 @@ void PatchPlan::Append(const JsonPointer& at, Json item) {
     Add(at, Json::array({std::move(item)}));
     return;
   }
-  if (!list->is_array())
-    throw std::logic_error("PatchPlan::Append: " + at.to_string() + " is not a list");
+  if (!list->is_array()) {
+    throw InputError(at.to_string() + ": expected a list, got " + list->type_name());
+  }
   ops_.push_back(Json{{"op", "add"}, {"path", at.to_string() + "/-"}, {"value", item}});
   JsonPointer relative;
   if (Created* created = CreatedContaining(at, relative))

@@ -16,9 +16,11 @@ class PatchPlan {
 
   // True when `at` holds a non-null value in the object or in what the plan adds.
   bool Exists(const JsonPointer& at) const;
-  // Adds `value` at `at` (which must not exist), creating missing parent objects.
+  // Adds `value` at `at` (which must not exist: std::logic_error), creating missing parent
+  // objects. A parent that is not an object (a list, a scalar) is the input's fault: InputError.
   void Add(const JsonPointer& at, Json value);
-  // Appends `item` to the list at `at`, creating the list and its parents when absent.
+  // Appends `item` to the list at `at`, creating the list and its parents when absent; a value
+  // there that is not a list is an InputError.
   void Append(const JsonPointer& at, Json item);
 
   const std::vector<Json>& ops() const { return ops_; }

@@ -2,8 +2,8 @@
 // and the controller's pod-log reader feed them (bytes in chunks split anywhere, lines of two
 // sources interleaved). Nothing is caught: neither caller catches anything from a scan.
 // Properties: the findings do not depend on where chunks split; every finding names a diagnosis
-// of the registry whose guide section exists; evidence is bounded, points at a line that was
-// read.
+// of the registry whose guide section exists; evidence is bounded and is the redacted text of
+// the line it points at.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,8 +31,10 @@ Outcome Run(std::string_view log, std::size_t chunk) {
                                   scan.AddSource({"rank1.log", std::nullopt})};
   controllers::LineSplitter splitter;
   std::size_t next = 0;
+  std::vector<std::string> lines_of[2];  // what each source was fed, for the evidence check
   const auto on_line = [&](std::string_view line) {
     // A line starting with '|' goes to the other source, so matchers see ranks interleaved.
+    lines_of[next].emplace_back(line);
     scan.Feed(sources[next], line);
     if (!line.empty() && line.front() == '|') next ^= 1;
   };
@@ -55,6 +57,8 @@ Outcome Run(std::string_view log, std::size_t chunk) {
       fuzz::Require(e.source < 2 && e.line >= 1 && e.line <= scan.Lines(e.source),
                     "evidence points at a line that was read");
       fuzz::Require(e.text.size() <= controllers::kMaxEvidenceBytes, "evidence is bounded");
+      fuzz::Require(e.text == controllers::RedactLine(lines_of[e.source][e.line - 1]),
+                    "evidence is the redacted text of the line it points at");
       text += "|" + std::to_string(e.source) + ":" + std::to_string(e.line) + ":" + e.text;
     }
     outcome.findings.push_back(std::move(text));

@@ -9,7 +9,9 @@
 
 #include "core/documents.h"
 #include "core/errors.h"
+#include "core/policy.h"
 #include "tests/unit/test_support.h"
+#include "webhook/review_answer.h"
 
 namespace ncclguard::test {
 namespace {
@@ -197,6 +199,64 @@ TEST(HostileInput, EndlessAndOversizedInputStopsAtTheLimit) {
   // Exactly at the limit is read: an empty JSON list padded to 32 MiB.
   r = RunCli({"lint", "-"}, "[" + std::string((32u << 20) - 2, ' ') + "]");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace ncclguard::test
+
+namespace ncclguard::test {
+namespace {
+
+constexpr const char* kPodWithListSecurityContext = R"(apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+  containers:
+  - name: c
+    image: x
+    securityContext: [1]
+    resources: {limits: {nvidia.com/gpu: "8"}}
+)";
+
+// Found by fuzz/webhook_review: a container whose securityContext is a list made the IPC_LOCK
+// fix add under it, and PatchPlan said "internal error" (webhook and CLI alike).
+TEST(HostileInput, AListWhereAnObjectBelongsIsAnInputErrorNotAnInternalOne) {
+  ScratchFile file(kPodWithListSecurityContext);
+  for (const char* command : {"lint", "fix"}) {
+    const CommandResult r = RunCli({command, file.path()});
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_EQ(r.out, "") << command;
+    EXPECT_EQ(r.err, "ncclguard: " + file.path() +
+                         ": document 1 (Pod p): /spec/containers/0/securityContext: expected an "
+                         "object, got array\n")
+        << command;
+  }
+
+  // The webhook: a new object like that is refused as unreadable (400), not as an internal error.
+  const std::string review =
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",)"
+      R"("kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"ml","name":"p",)"
+      R"("operation":"CREATE","object":)" +
+      core::ParseDocuments(kPodWithListSecurityContext).documents.at(0).dump() + "}}";
+  for (webhook::Endpoint endpoint : {webhook::Endpoint::Mutate, webhook::Endpoint::Validate}) {
+    const webhook::ReviewAnswer answer =
+        webhook::AnswerReview(endpoint, review, core::Policy::Defaults(), {});
+    ASSERT_TRUE(answer.decoded) << answer.error;
+    EXPECT_EQ(answer.outcome.result, webhook::AdmitResult::Denied);
+    EXPECT_EQ(answer.outcome.response.status_code, 400);
+    EXPECT_NE(answer.outcome.response.message.find(
+                  "/spec/containers/0/securityContext: expected an object, got array"),
+              std::string::npos)
+        << answer.outcome.response.message;
+  }
+  // The finding itself: an UPDATE whose old object has such a list is judged on the new one.
+  const webhook::ReviewAnswer update = webhook::AnswerReview(
+      webhook::Endpoint::Validate,
+      ReadFile(SourcePath("fuzz/corpus/webhook_review/finding-security-context-list")),
+      core::Policy::Defaults(), {});
+  ASSERT_TRUE(update.decoded) << update.error;
+  EXPECT_NE(update.outcome.result, webhook::AdmitResult::Error) << update.outcome.response.message;
 }
 
 }  // namespace

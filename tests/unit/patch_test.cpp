@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "core/errors.h"
 #include "core/patch.h"
 
 namespace ncclguard::test {
@@ -56,8 +57,10 @@ TEST(PatchPlan, NeverReplacesAnExistingValue) {
   const Json container = {{"env", Json::array()}, {"image", "x"}};
   PatchPlan plan(container);
   EXPECT_THROW(plan.Add(JsonPointer("/image"), "y"), std::logic_error);
-  EXPECT_THROW(plan.Append(JsonPointer("/image"), "y"), std::logic_error);
-  EXPECT_THROW(plan.Add(JsonPointer("/image/tag"), "y"), std::logic_error);
+  // A fix that needs an object or a list where the input has something else: the input's fault.
+  EXPECT_THROW(plan.Append(JsonPointer("/image"), "y"), core::InputError);
+  EXPECT_THROW(plan.Add(JsonPointer("/image/tag"), "y"), core::InputError);
+  EXPECT_THROW(plan.Add(JsonPointer("/env/name"), "y"), core::InputError);
   EXPECT_TRUE(plan.empty());
 }
 
