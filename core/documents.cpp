@@ -429,11 +429,24 @@ bool IsNonEmptyContainer(const Json& value) {
 
 void WriteBlock(std::string& out, const Json& value, std::size_t indent, bool continues_line);
 
-void WriteKey(std::string& out, const std::string& key) {
+// YAML allows an implicit key ("key: value") of at most 1024 characters; a longer one is written
+// as an explicit key ("? key" and ": value" on the next line, at the mapping's indent).
+constexpr std::size_t kMaxImplicitKey = 1000;  // bytes: at most as many characters
+
+void WriteKey(std::string& out, const std::string& key, std::size_t indent) {
+  std::string text;
   if (IsPlainSafe(key)) {
-    out += key;
+    text = key;
   } else {
-    WriteQuoted(out, key);
+    WriteQuoted(text, key);
+  }
+  if (text.size() <= kMaxImplicitKey) {
+    out += text;
+  } else {
+    out += "? ";
+    out += text;
+    out += '\n';
+    out.append(indent, ' ');
   }
   out += ':';
 }
@@ -449,7 +462,7 @@ void WriteBlock(std::string& out, const Json& value, std::size_t indent, bool co
   if (value.is_object()) {
     for (const auto& [key, item] : value.items()) {
       line_start();
-      WriteKey(out, key);
+      WriteKey(out, key, indent);
       if (IsNonEmptyContainer(item)) {
         out += '\n';
         WriteBlock(out, item, indent + 2, false);

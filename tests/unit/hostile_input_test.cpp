@@ -52,6 +52,8 @@ class ScratchFile {
 };
 
 constexpr const char* kConfigMap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+constexpr const char* kConfigMapJson =
+    R"({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})";
 
 TEST(HostileInput, HundredThousandJsonBracketsAreRefusedBeforeParsing) {
   const std::string text = std::string(100000, '[') + std::string(100000, ']');
@@ -159,6 +161,27 @@ TEST(HostileInput, YamlThatStallsTheParserIsAnInputError) {
 TEST(HostileInput, KeysAndValuesLikeDocumentMarkersAreQuoted) {
   ExpectRoundTrip("\"...x\": 1\n\"--- y\": 2\nz: \"...\"\nl: [\"...\", \"---\"]\n");
   ExpectRoundTrip(ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-key-like-document-end")));
+}
+
+// Found by fuzz/manifest_fix: a key of more than 1024 characters was written as an implicit key
+// ("key: value"), which YAML does not allow, so `ncclguard fix` wrote a file it could not read.
+TEST(HostileInput, KeysLongerThanYamlAllowsInlineAreWrittenAsExplicitKeys) {
+  const std::string plain(2000, 'k');
+  const std::string quoted = std::string(1500, 'q') + ": \"x\" #";
+  const std::string spaced = "- " + std::string(1200, ' ') + "y";
+  for (const std::string& key : {plain, quoted, spaced}) {
+    Json doc = Json::parse(kConfigMapJson);
+    doc["data"][key] = "v";
+    doc["nested"] = {{key, {{"inner", 1}}}, {"short", "s"}};
+    doc["list"] = Json::array({{{key, "first"}, {"b", 2}}, {{"a", {{key, Json::array({1})}}}}});
+    const std::string yaml = core::ToYaml(doc);
+    EXPECT_NE(yaml.find("? "), std::string::npos);
+    const core::DocumentSet read = core::ParseDocuments(yaml);
+    ASSERT_EQ(read.documents.size(), 1u);
+    EXPECT_EQ(read.documents[0], doc);
+  }
+  ExpectRoundTrip(
+      ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-key-over-1024-characters")));
 }
 
 // Found from outside: fix rewrote such a key with U+FFFD and exited 0.
