@@ -99,6 +99,10 @@ void CheckServer(const std::string& server, const std::string& where) {
   if (!server.starts_with("https://") && !server.starts_with("http://")) {
     throw ConfigError(where + ": '" + server + "' is not an http(s) URL");
   }
+  const std::size_t host = server.find("//") + 2;
+  if (host >= server.size() || server[host] == '/') {
+    throw ConfigError(where + ": '" + server + "' names no host");
+  }
 }
 
 std::string Getenv(const InClusterEnvironment& env, const std::string& name) {

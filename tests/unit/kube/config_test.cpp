@@ -107,6 +107,11 @@ TEST(KubeConfig, MalformedConfigsNameTheField) {
        "clusters[prod].cluster.server: '10.1.2.3:6443' is not an http(s) URL"},
       {Replace(valid, "    server: https://10.1.2.3:6443/\n", ""),
        "clusters[prod].cluster.server: missing"},
+      // Found by fuzz/kubeconfig: a scheme without a host was accepted (and cut to "https:").
+      {Replace(valid, "server: https://10.1.2.3:6443/", "server: https://"),
+       "clusters[prod].cluster.server: 'https://' names no host"},
+      {Replace(valid, "server: https://10.1.2.3:6443/", "server: http:///api"),
+       "clusters[prod].cluster.server: 'http:///api' names no host"},
       {Replace(valid, "server: https://10.1.2.3:6443/", "server: [a, b]"),
        "clusters[prod].cluster.server: must be a string"},
       {Replace(valid, "    client-key: admin.key\n", ""),
