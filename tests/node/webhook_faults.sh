@@ -4,7 +4,7 @@
 # creates in the opted-in namespace `team`, each counted admitted only when the mutating
 # webhook's patch is in the answer). failurePolicy is Fail: a failed webhook call is a refused pod.
 # Asserted: SIGTERM and the deletion fail nothing, each container restarts (restartCount) and
-# serves again; SIGKILL fails at most a second's worth of admissions, each a connection error to
+# serves again; SIGKILL fails at most a second's worth of admissions, each on a connection to
 # the killed replica (why: below and docs/limits.md). Printed: the rate reached, the counts per
 # fault, the failures by kind and when the faulty replica's endpoint turned not ready.
 # Uses node_test.sh's k, ns, trainer, work, root, NODE_IP and CONTAINERD_ADDRESS.
@@ -104,10 +104,10 @@ for line in open(sys.argv[2]):
 for name in ("steady", "SIGTERM", "SIGKILL", "delete"):
     c = r["phases"].get(name, {"ok": 0, "failed": 0})
     at, ip = faults.get(name, (0.0, "-"))
-    # Only connection errors, and those naming an address name the faulty replica's ("<ip>:8443";
-    # Go's "EOF", the connection closed before an answer, names none).
-    only_faulty = all(kind in ("reset", "refused", "EOF", "broken-pipe") and
-                      (f"{ip}:8443" in reason or not re.search(r"\d+\.\d+\.\d+\.\d+:\d+", reason))
+    # Only failures on connections to the faulty replica: its "<ip>:8443" in the API server's
+    # error, or Go's bare "EOF" (the connection closed before an answer), which names no address.
+    only_faulty = all(f"{ip}:8443" in reason or
+                      (kind == "EOF" and not re.search(r"\d+\.\d+\.\d+\.\d+:\d+", reason))
                       for _, kind, reason in failures.get(name, []))
     detail = ""
     if failures.get(name):
@@ -140,7 +140,7 @@ while read -r name ok failed only_faulty detail; do
   elif ((failed == 0)); then
     pass "webhook faults, $name: $ok admissions, 0 failed"
   elif [[ "$name" == SIGKILL && "$only_faulty" == yes ]] && ((failed <= sigkill_bound)); then
-    pass "webhook faults, $name: $ok admissions, $failed failed (at most $sigkill_bound), each a connection to the killed replica"
+    pass "webhook faults, $name: $ok admissions, $failed failed (at most $sigkill_bound), each on a connection to the killed replica"
   else
     fail "webhook faults, $name: $ok admissions, $failed failed ($detail): $(grep " $name: " "$work/load.log" | head -2 | cut -d' ' -f2- | tr '\n' ';')"
   fi
