@@ -5,6 +5,9 @@
 #
 #   1. helm install: 2 controller replicas Ready, one Lease holder, the probe pod Running, the
 #      webhook reached by the API server through its Service (a pod comes back fixed)
+#   1b. under a steady admission load, the webhook process of one replica killed with SIGTERM,
+#      the other's with SIGKILL, then a replica pod deleted: counted failed admissions
+#      (tests/node/webhook_faults.sh)
 #   2. the probe publishes a real NodeValidation for the node, instance type from the Node label
 #   3. helm upgrade during a loop of admissions: none fails; leader pod deleted: the other
 #      replica takes the Lease and reconciles
@@ -51,6 +54,7 @@ cleanup() {
   local rc=$?
   set +e
   [[ -z "${loop_pid:-}" ]] || kill "$loop_pid" 2>/dev/null
+  [[ -z "${load_pid:-}" ]] || { touch "$work/load.stop"; wait "$load_pid"; }
   stop_node "$rc"
 }
 trap cleanup EXIT
@@ -200,6 +204,10 @@ if [[ "$(fixed 2>&1)" == 32 ]]; then
 else
   fail "webhook: $(fixed 2>&1 | tail -3)"
 fi
+
+# ---------------------------------------------------------------- 1b. webhook faults under load
+# shellcheck source=webhook_faults.sh
+source "$root/tests/node/webhook_faults.sh"
 
 # ---------------------------------------------------------------- 2. the probe's NodeValidation
 nv_published() { [[ -n "$(k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.lastProbeTime}')" ]]; }
