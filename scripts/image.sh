@@ -54,7 +54,6 @@ bud() {
 
 # The Debian 12 base images, debootstrapped once (minbase: what the slim image holds).
 ensure_base() {
-  local tag
   if buildah inspect --type image docker.io/library/debian:bookworm >/dev/null 2>&1 &&
     buildah inspect --type image docker.io/library/debian:bookworm-slim >/dev/null 2>&1; then
     return 0
@@ -79,7 +78,7 @@ ensure_base() {
   buildah config --cmd '["bash"]' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --label org.ncclguard.base=debootstrap-bookworm-minbase "$ctr"
   buildah commit -q --rm "$ctr" docker.io/library/debian:bookworm >/dev/null
-  for tag in bookworm-slim; do buildah tag docker.io/library/debian:bookworm "docker.io/library/debian:$tag"; done
+  buildah tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
   log "base images docker.io/library/debian:bookworm and :bookworm-slim (debootstrap, local)"
 }
 

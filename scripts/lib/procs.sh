@@ -1,6 +1,6 @@
 # Processes recorded in pid files, shared by scripts/controlplane.sh and scripts/node.sh.
 # Sourced; the caller defines log() and $state_dir.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # $state_dir is the caller's
 
 # pid files hold "<pid> <executable>"; a pid only counts as ours while it
 # still runs that executable, so a recycled pid is never signalled.
