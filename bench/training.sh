@@ -11,19 +11,9 @@
 # Needs root, like the node. Usage: bench/training.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-runs=${RUNS:-5}
-export NCCLGUARD_BUILD_DIR=${NCCLGUARD_BUILD_DIR:-$root/build}
-work=$(mktemp -d /tmp/ncclguard-training-bench.XXXXXX)
-export NCCLGUARD_NODE_DIR=$work/node
-cleanup() {
-  "$root/scripts/node.sh" stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/node_lib.sh
+source "$root/bench/node_lib.sh"
+node_bench training
 until_true() { until "$@" >/dev/null 2>&1; do sleep 0.2; done; }
 
 "$root/scripts/node.sh" build >/dev/null 2>&1
