@@ -94,6 +94,7 @@ faults = {name: (float(at), ip) for name, at, ip in (line.split() for line in op
 changes = [line.split() for line in open(sys.argv[4])]
 # (Every reason holds the webhook's URL, whose query is "?timeout=5s".)
 kinds = {"connection reset by peer": "reset", "connection refused": "refused", "EOF": "EOF",
+         "server closed idle connection": "idle-closed",
          "broken pipe": "broken-pipe", "deadline exceeded": "timeout", "i/o timeout": "timeout",
          "Client.Timeout": "timeout"}
 failures = {}
@@ -105,9 +106,11 @@ for name in ("steady", "SIGTERM", "SIGKILL", "delete"):
     c = r["phases"].get(name, {"ok": 0, "failed": 0})
     at, ip = faults.get(name, (0.0, "-"))
     # Only failures on connections to the faulty replica: its "<ip>:8443" in the API server's
-    # error, or Go's bare "EOF" (the connection closed before an answer), which names no address.
+    # error, or Go's bare "EOF" (the connection closed before an answer) or "server closed idle
+    # connection" (a pooled connection found closed as it was reused), which name no address.
     only_faulty = all(f"{ip}:8443" in reason or
-                      (kind == "EOF" and not re.search(r"\d+\.\d+\.\d+\.\d+:\d+", reason))
+                      (kind in ("EOF", "idle-closed") and
+                       not re.search(r"\d+\.\d+\.\d+\.\d+:\d+", reason))
                       for _, kind, reason in failures.get(name, []))
     detail = ""
     if failures.get(name):
