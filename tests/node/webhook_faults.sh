@@ -106,10 +106,11 @@ for name in ("steady", "SIGTERM", "SIGKILL", "delete"):
     c = r["phases"].get(name, {"ok": 0, "failed": 0})
     at, ip = faults.get(name, (0.0, "-"))
     # Only failures on connections to the faulty replica: its "<ip>:8443" in the API server's
-    # error, or Go's bare "EOF" (the connection closed before an answer) or "server closed idle
-    # connection" (a pooled connection found closed as it was reused), which name no address.
+    # error, or a call that failed on a connection without naming an address (Go's bare "EOF":
+    # closed before an answer; "server closed idle connection": a pooled connection found
+    # closed as it was reused). A denial, or an error naming the other replica, is not.
     only_faulty = all(f"{ip}:8443" in reason or
-                      (kind in ("EOF", "idle-closed") and
+                      ("failed to call webhook" in reason and
                        not re.search(r"\d+\.\d+\.\d+\.\d+:\d+", reason))
                       for _, kind, reason in failures.get(name, []))
     detail = ""
