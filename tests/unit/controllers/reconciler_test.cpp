@@ -229,6 +229,34 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
 }
 
+// The API server applied the release's status patch but its answer was lost (the server was
+// slow past the client's timeout, or went away): the retry, reading the condition already True,
+// still tells of the release, once, before releasing.
+TEST_F(Reconciler, AHeldJobWhoseReleaseStatusAnswerWasLostIsStillToldOfItsRelease) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+  AddP5Nodes(3, 1);
+  ASSERT_GT(Converge(key_), 0);
+  cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
+  ASSERT_FALSE(first.actions.empty());
+  ASSERT_EQ(cluster_.Apply({first.actions.front()}), 0);  // the status patch landed, no more
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "True");
+
+  const auto retry = Reconcile(key_, kNow + std::chrono::minutes(2));
+  const auto events = Only<RecordEvent>(retry.actions);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "Admitted");
+  ASSERT_FALSE(retry.actions.empty());
+  const auto* release = std::get_if<MergePatch>(&retry.actions.back());
+  ASSERT_NE(release, nullptr) << "the release comes after the Event";
+  EXPECT_EQ(release->patch["spec"]["runPolicy"]["suspend"], false);
+  ASSERT_EQ(cluster_.Apply(retry.actions), 0);
+  EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(3)).actions.empty());
+  int admitted = 0;
+  for (const Json& e : cluster_.events()) admitted += e["reason"] == "Admitted" ? 1 : 0;
+  EXPECT_EQ(admitted, 1);
+}
+
 // A job held by an older ncclguard carries the gate's diagnosis under its kebab-case id as the
 // reason; its release still resolves it, and the condition is rewritten in UpperCamelCase.
 TEST_F(Reconciler, ReleaseResolvesADiagnosisAnOlderVersionWroteInKebabCase) {
