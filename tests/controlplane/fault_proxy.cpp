@@ -42,6 +42,8 @@ const char* ReasonPhrase(long status) {
       return "OK";
     case 201:
       return "Created";
+    case 204:
+      return "No Content";
     case 404:
       return "Not Found";
     case 409:
@@ -123,6 +125,7 @@ struct ForwardState {
   std::atomic<bool>* cut;
   const std::atomic<bool>* stopping;
   bool headers_sent = false;
+  bool bodyless = false;
   bool client_gone = false;
   std::vector<std::string> headers;  // forwarded response headers, "Name: value"
 };
@@ -147,9 +150,12 @@ size_t CollectHeader(char* data, size_t size, size_t count, void* raw) {
 bool SendHeaders(ForwardState& state) {
   long status = 0;
   curl_easy_getinfo(state.curl, CURLINFO_RESPONSE_CODE, &status);
+
   std::string head = "HTTP/1.1 " + std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
   for (const std::string& h : state.headers) head += h + "\r\n";
-  head += "Transfer-Encoding: chunked\r\n\r\n";
+  // 204 and 304 have no body: a chunked terminator after them would be read as the next answer.
+  state.bodyless = status == 204 || status == 304;
+  head += state.bodyless ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n";
   state.headers_sent = true;
   return SendAll(state.fd, head);
 }
@@ -162,7 +168,7 @@ size_t ForwardBody(char* data, size_t size, size_t count, void* raw) {
     state->client_gone = true;
     return 0;
   }
-  if (bytes == 0) return 0;
+  if (bytes == 0 || state->bodyless) return bytes;
   char length[32];
   std::snprintf(length, sizeof length, "%zx\r\n", bytes);
   if (!SendAll(state->fd, length) || !SendAll(state->fd, std::string_view(data, bytes)) ||
@@ -431,7 +437,7 @@ void FaultProxy::Forward(Connection& connection, const std::string& method,
   }
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> owned(list, curl_slist_free_all);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  ForwardState state{connection.fd, curl, &connection.cut, &stopping_, false, false, {}};
+  ForwardState state{connection.fd, curl, &connection.cut, &stopping_, false, false, false, {}};
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, CollectHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &state);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ForwardBody);
@@ -459,7 +465,7 @@ void FaultProxy::Forward(Connection& connection, const std::string& method,
     connection.cut = true;
     return;
   }
-  if (!SendAll(connection.fd, "0\r\n\r\n")) connection.cut = true;
+  if (!state.bodyless && !SendAll(connection.fd, "0\r\n\r\n")) connection.cut = true;
 }
 
 std::vector<std::pair<std::string, long>> CountByVerbAndResource(
