@@ -254,6 +254,17 @@ class ControllerTest : public ::testing::Test {
     return list.is_object() ? list["items"].size() : 0;
   }
 
+  // PyTorchJobs still suspended (held); `if_unreadable` when the list cannot be read.
+  std::size_t SuspendedPyTorchJobs(std::size_t if_unreadable) {
+    const json jobs = Get(PyTorchJobs());
+    if (!jobs.is_object()) return if_unreadable;
+    std::size_t count = 0;
+    for (const auto& job : jobs["items"]) {
+      if (job.value(json::json_pointer("/spec/runPolicy/suspend"), true)) ++count;
+    }
+    return count;
+  }
+
   ControlPlaneInfo info_;
   std::unique_ptr<TestKubeClient> client_;
   std::string namespace_;
@@ -715,15 +726,7 @@ TEST_F(ControllerTest, ThirtySecondsOfSlowThen429Then500AnswersAreBackedOffAndLo
   const auto recovering = std::chrono::steady_clock::now();
   std::vector<std::string> names = held;
   names.insert(names.end(), during.begin(), during.end());
-  const auto still_held = [&] {
-    const json jobs = Get(PyTorchJobs());
-    if (!jobs.is_object()) return names.size();
-    std::size_t count = 0;
-    for (const auto& job : jobs["items"]) {
-      if (job.value(json::json_pointer("/spec/runPolicy/suspend"), true)) ++count;
-    }
-    return count;
-  };
+  const auto still_held = [&] { return SuspendedPyTorchJobs(names.size()); };
   EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 120s))
       << still_held() << " jobs stuck held with valid nodes";
   for (const std::string& name : names) {

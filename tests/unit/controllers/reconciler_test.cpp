@@ -62,6 +62,13 @@ class Reconciler : public ::testing::Test {
     }
     return -1;
   }
+  // llama (4 nodes) held with 3 of 4 p5 nodes passing; then a fourth joins (Warn counts).
+  void HoldUntilAFourthNodeJoins() {
+    cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+    AddP5Nodes(3, 1);
+    ASSERT_GT(Converge(key_), 0);
+    cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  }
   void AddP5Nodes(int pass, int fail = 0) {
     for (int i = 0; i < pass; ++i)
       cluster_.AddNode("node-" + std::to_string(i), "p5.48xlarge", "Pass");
@@ -204,10 +211,7 @@ TEST_F(Reconciler, HoldsAGatedJobUntilEnoughNodesAreValidated) {
 }
 
 TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
-  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
-  AddP5Nodes(3, 1);
-  ASSERT_GT(Converge(key_), 0);
-  cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
 
   const auto result = Reconcile(key_, kNow + std::chrono::minutes(1));
   EXPECT_FALSE(result.requeue_after);
@@ -233,10 +237,7 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
 // slow past the client's timeout, or went away): the retry, reading the condition already True,
 // still tells of the release, once, before releasing.
 TEST_F(Reconciler, AHeldJobWhoseReleaseStatusAnswerWasLostIsStillToldOfItsRelease) {
-  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
-  AddP5Nodes(3, 1);
-  ASSERT_GT(Converge(key_), 0);
-  cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
   const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
   ASSERT_FALSE(first.actions.empty());
   ASSERT_EQ(cluster_.Apply({first.actions.front()}), 0);  // the status patch landed, no more
