@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -358,8 +359,7 @@ void FaultProxy::Serve(const std::shared_ptr<Connection>& connection) {
       SendAll(fd, StatusResponse(501, "NotImplemented", "fault proxy: chunked bodies unsupported"));
       return;
     }
-    const std::size_t length =
-        headers.contains("content-length") ? std::stoul(headers["content-length"]) : 0;
+    const std::size_t length = std::strtoul(headers["content-length"].c_str(), nullptr, 10);
     if (buffer.size() < length && Lower(headers["expect"]) == "100-continue" &&
         !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) {
       return;
