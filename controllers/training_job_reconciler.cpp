@@ -164,12 +164,20 @@ class JobReconcile {
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
     // A job that was visibly held gets an Event for its release; one released at its first look
     // has only the condition (an Event per job would cost every admission a write and say
-    // nothing the condition does not).
+    // nothing the condition does not). Held shows in the condition, or, once the release's status
+    // patch landed with its answer lost (the API server slow or going away), in the hold Event.
     const auto preflight = FindCondition(job_, core::kPreflightCondition);
-    const bool was_held = preflight && preflight->status == "False";
+    const auto hold_event = [](const Json& e) {
+      return StringField(e, "reason") == core::ReasonFromId(kInsufficientNodes);
+    };
+    const bool was_held = (preflight && preflight->status == "False") ||
+                          std::any_of(job_events_.begin(), job_events_.end(), hold_event);
     SetCondition({std::string(core::kPreflightCondition), status, verdict.reason, verdict.message,
                   std::nullopt});
-    if (was_held) {
+    const auto admitted_event = [](const Json& e) {
+      return StringField(e, "reason") == "Admitted";
+    };
+    if (was_held && std::none_of(job_events_.begin(), job_events_.end(), admitted_event)) {
       Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
     }
     return std::nullopt;
@@ -333,8 +341,11 @@ class JobReconcile {
       if (Meta(job_, "resourceVersion").empty()) patch.erase("metadata");
       result_.actions.push_back(MergePatch{ref_, true, std::move(patch)});
     }
-    if (release_) result_.actions.push_back(std::move(*release_));
+    // Events before the release: once released, the job is no longer pending, so a release whose
+    // answer was lost would never be followed by its Admitted Event. An Event that fails does not
+    // stop the release (the executor sends it again before the next reconcile).
     for (RecordEvent& e : events_) result_.actions.push_back(std::move(e));
+    if (release_) result_.actions.push_back(std::move(*release_));
     return std::move(result_);
   }
 

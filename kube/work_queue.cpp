@@ -7,7 +7,9 @@
 namespace ncclguard::kube {
 
 WorkQueue::WorkQueue(WorkQueueOptions options, std::function<Clock::time_point()> now)
-    : options_(options), now_(std::move(now)) {}
+    : options_(options),
+      now_(std::move(now)),
+      retries_(options.retry_qps, options.retry_burst, [this] { return now_(); }) {}
 
 void WorkQueue::AddLocked(const std::string& key) {
   if (shutting_down_ || dirty_.contains(key)) return;
@@ -63,6 +65,7 @@ void WorkQueue::AddRateLimited(const std::string& key) {
     delay = BackoffLocked(key);
     ++failures_[key];
   }
+  delay = std::max(delay, retries_.Reserve());
   AddAfter(key, delay);
 }
 

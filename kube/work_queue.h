@@ -1,6 +1,7 @@
 // A work queue of object keys for controllers: a key is queued at most once however often it
 // is added, a key being processed is never handed to a second worker (it is queued again when
-// Done if it was added meanwhile), per-key exponential backoff for retries, delayed adds.
+// Done if it was added meanwhile), per-key exponential backoff for retries under an overall limit
+// on the retries of all keys together, delayed adds.
 #pragma once
 
 #include <chrono>
@@ -15,11 +16,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kube/rate_limiter.h"
+
 namespace ncclguard::kube {
 
 struct WorkQueueOptions {
   std::chrono::milliseconds base_delay{5};  // first retry; doubles per failure
   std::chrono::milliseconds max_delay{1000 * 1000};
+  // The retries of all keys together: a token bucket of `retry_burst` refilled at `retry_qps`
+  // per second (client-go's default controller rate limiter has the same two limits). A retry
+  // waits for the later of its key's backoff and its turn in the bucket, so a hundred keys
+  // failing at once (an API server answering 500) are not retried in a storm. <= 0: no limit.
+  double retry_qps = 10;
+  int retry_burst = 100;
 };
 
 class WorkQueue {
@@ -31,7 +40,8 @@ class WorkQueue {
 
   void Add(const std::string& key);
   void AddAfter(const std::string& key, Clock::duration delay);
-  // Adds after the key's backoff: base_delay * 2^(failures so far), capped at max_delay.
+  // Adds after the key's backoff, base_delay * 2^(failures so far) capped at max_delay, or
+  // after its turn in the overall retry bucket when that is later.
   void AddRateLimited(const std::string& key);
   // The key succeeded: its failure count starts over.
   void Forget(const std::string& key);
@@ -66,6 +76,7 @@ class WorkQueue {
   std::multimap<Clock::time_point, std::string> waiting_;
   std::unordered_map<std::string, Clock::time_point> waiting_until_;  // earliest per key
   std::unordered_map<std::string, int> failures_;
+  TokenBucket retries_;
   bool shutting_down_ = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
+#include "log/log.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -59,7 +60,18 @@ PodLogSource KubePodLogSource(std::shared_ptr<kube::Client> client) {
     kube::HttpRequest request;
     request.path = LogPath(namespace_, pod, container);
     request.timeout = std::chrono::milliseconds(10000);
-    kube::HttpResponse response = client->Send(std::move(request));
+    kube::HttpResponse response;
+    try {
+      response = client->Send(std::move(request));
+    } catch (const kube::ApiError& error) {
+      // No answer (the API server away or slower than the timeout): not read this time. Thrown
+      // on, it ended the reader's thread and with it the controller process (std::terminate).
+      log::Debug("pod log not read", {{"namespace", namespace_},
+                                      {"pod", pod},
+                                      {"container", container},
+                                      {"error", error.what()}});
+      return std::nullopt;
+    }
     if (response.status != 200) return std::nullopt;
     // limitBytes bounds it already; a server that ignores it is cut here.
     if (response.body.size() > static_cast<std::size_t>(controllers::kPodLogLimitBytes)) {

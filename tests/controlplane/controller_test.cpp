@@ -8,13 +8,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 #include <thread>
 
 #include "controlplane_env.h"
+#include "fault_proxy.h"
 #include "kube/config.h"
+#include "kube/informer.h"
+#include "kube/work_queue.h"
+#include "manager/cache.h"
 #include "manager/manager.h"
 #include "manifests.h"
 #include "test_kube_client.h"
@@ -247,6 +252,17 @@ class ControllerTest : public ::testing::Test {
   std::size_t ServiceCount() {
     const json list = Get("/api/v1/namespaces/" + namespace_ + "/services");
     return list.is_object() ? list["items"].size() : 0;
+  }
+
+  // PyTorchJobs still suspended (held); `if_unreadable` when the list cannot be read.
+  std::size_t SuspendedPyTorchJobs(std::size_t if_unreadable) {
+    const json jobs = Get(PyTorchJobs());
+    if (!jobs.is_object()) return if_unreadable;
+    std::size_t count = 0;
+    for (const auto& job : jobs["items"]) {
+      if (job.value(json::json_pointer("/spec/runPolicy/suspend"), true)) ++count;
+    }
+    return count;
   }
 
   ControlPlaneInfo info_;
@@ -579,6 +595,170 @@ TEST_F(ControllerApiServerRestart, NothingIsLostOrDuplicatedAcrossARestart) {
         << name << " has a hold message said twice";
   }
   EXPECT_FALSE(running.finished());
+}
+
+}  // namespace
+}  // namespace ncclguard::testenv
+
+namespace ncclguard::testenv {
+namespace {
+
+// Issue 17: the API server answering slow, then 429, then 500 for 30 s, as an overloaded server
+// does (it slows down, then sheds load, then fails), each phase cutting the watches in flight. The
+// controller talks to it through FaultProxy (tests/controlplane/fault_proxy.h) and its requests
+// are counted; the test writes straight to the API server, creating jobs and changing nodes
+// throughout. One window rather than three: the backoff state carries from one kind of fault to
+// the next, as it would on a real server, and the test stays near two minutes.
+TEST_F(ControllerTest, ThirtySecondsOfSlowThen429Then500AnswersAreBackedOffAndLoseNothing) {
+  constexpr int kHeld = 100;
+  constexpr auto kPhase = 10s;
+  constexpr auto kSlowDelay = 3s;
+  AddNode("a", "Pass");
+  AddNode("b", "Fail");
+  FaultProxy proxy(info_);
+  const std::string dir = MakeTempDir("ncclguard-fault-proxy");
+  manager::ManagerOptions options = Options();
+  // Slow answers arrive after the client gave up (3 s held, 2 s timeout): every write in the slow
+  // phase is applied by the API server with its answer lost.
+  options.client.request_timeout = 2s;
+  controllers_.push_back(std::make_unique<RunningController>(proxy.ClientInfo(dir), options));
+  RunningController& running = *controllers_.back();
+  ASSERT_TRUE(Eventually([&] { return running.manager().Ready(); }, 30s));
+  const std::size_t informers = running.manager().caches().All().size();
+
+  // Held: each needs 3 nodes, 1 passes.
+  std::vector<std::string> held;
+  for (int i = 0; i < kHeld; ++i) {
+    held.push_back("held-" + std::to_string(i));
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(held.back(), 2, true)).status, 201);
+  }
+  for (const std::string& name : held) {
+    ASSERT_TRUE(Eventually([&] { return HeldWithEvent(PyTorchJobs() + "/" + name, name); }, 60s))
+        << name;
+  }
+
+  // The window: every 2.5 s a job is created; nodes b and c turn valid at once (so every held
+  // job is released while the server is slow), and c fails in the 429 phase and passes again in
+  // the 500 phase.
+  std::vector<std::string> during;
+  const long retries_before = running.manager().stats().retries;
+  const auto begin = std::chrono::steady_clock::now();
+  proxy.SetMode(FaultMode::kSlow, kSlowDelay);
+  SetValidation("b", "Pass");
+  AddNode("c", "Pass");
+  for (int step = 0; step < 12; ++step) {
+    std::this_thread::sleep_until(begin + step * 2500ms);
+    const auto elapsed = std::chrono::steady_clock::now() - begin;
+    if (step == 4) proxy.SetMode(FaultMode::kTooManyRequests);
+    if (step == 8) proxy.SetMode(FaultMode::kServerError);
+    if (step == 5) SetValidation("c", "Fail");
+    if (step == 9) SetValidation("c", "Pass");
+    during.push_back("during-" + std::to_string(step));
+    ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob(during.back(), 2, true)).status, 201)
+        << std::chrono::duration<double>(elapsed).count();
+  }
+  std::this_thread::sleep_until(begin + 3 * kPhase);
+  const auto end = std::chrono::steady_clock::now();
+  proxy.SetMode(FaultMode::kPass);
+  const long retries = running.manager().stats().retries - retries_before;
+
+  const std::vector<ProxiedRequest> window = proxy.RequestsBetween(begin, end);
+  const double seconds = std::chrono::duration<double>(end - begin).count();
+  std::map<std::string, long> by_mode;
+  std::map<long, long> per_second;
+  long informer_requests = 0;
+  for (const ProxiedRequest& r : window) {
+    ++by_mode[FaultModeName(r.mode)];
+    if (r.verb == "watch" || r.verb == "list") ++informer_requests;
+    ++per_second[static_cast<long>(std::chrono::duration<double>(r.at - begin).count())];
+  }
+  long busiest = 0;
+  for (const auto& [second, count] : per_second) busiest = std::max(busiest, count);
+  std::printf(
+      "[ figure ] %.0f s of faults (slow %ld, 429 %ld, 500 %ld requests): the controller sent %zu "
+      "requests, %.1f/s on average, at most %ld in one second; %ld watches cut\n",
+      seconds, by_mode["slow"], by_mode["429"], by_mode["500"], window.size(),
+      static_cast<double>(window.size()) / seconds, busiest, proxy.cut_streams());
+  std::string top;
+  for (const auto& [what, count] : CountByVerbAndResource(window)) {
+    top += " " + what + "=" + std::to_string(count);
+  }
+  std::printf("[ figure ] during the faults, by request:%s\n", top.c_str());
+  std::printf(
+      "[ figure ] during the faults: %ld informer requests (watch, list), %ld failed reconciles\n",
+      informer_requests, retries);
+
+  // The bound, from the policies (kube/informer.h, kube/work_queue.h). Informers: a watch cut at
+  // a phase's start reconnects at once (it had lasted), then each failure waits the informer's
+  // backoff: initial, x2, ... up to max. Reconciles: when writes fail at once (the 500 phase)
+  // nothing paces them but backoff. A key's attempt after a watch event is not limited (at most
+  // twice a key: queued once, and once more if an event came while a worker held it); every
+  // retry waits for its turn in the queue's overall bucket, so at most burst + qps x window fall
+  // in the window. Each attempt stops at its first failed write.
+  const auto attempts_within = [](std::chrono::duration<double> span,
+                                  const kube::BackoffOptions& backoff) {
+    long attempts = 0;
+    std::chrono::duration<double> waited{0}, delay = backoff.initial;
+    const std::chrono::duration<double> max = backoff.max;
+    for (; waited <= span; waited += std::min(delay, max), delay *= backoff.factor) ++attempts;
+    return attempts;
+  };
+  const kube::BackoffOptions informer_backoff = kube::InformerOptions{}.backoff;
+  const long informer_bound =
+      static_cast<long>(informers) * (3 + attempts_within(end - begin, informer_backoff));
+  const kube::WorkQueueOptions queue;
+  const long keys = static_cast<long>(held.size() + during.size()) + 1;  // + the NcclPolicy's
+  const long reconcile_bound =
+      2 * keys + queue.retry_burst + static_cast<long>(queue.retry_qps * seconds);
+  const long failing_bound =
+      static_cast<long>(informers) * (1 + attempts_within(kPhase, informer_backoff)) +
+      reconcile_bound;
+  std::printf(
+      "[ figure ] bounds: informer requests %ld (measured %ld); failed reconciles %ld "
+      "(measured %ld); requests in the 500 phase %ld (measured %ld)\n",
+      informer_bound, informer_requests, reconcile_bound, retries, failing_bound, by_mode["500"]);
+  EXPECT_LE(informer_requests, informer_bound);
+  EXPECT_LE(retries, reconcile_bound);
+  EXPECT_LE(by_mode["500"], failing_bound);
+
+  // Recovery: every job released (its nodes are valid), one Service each, one Admitted Event for
+  // each job that was visibly held, no Event written twice.
+  const auto recovering = std::chrono::steady_clock::now();
+  std::vector<std::string> names = held;
+  names.insert(names.end(), during.begin(), during.end());
+  const auto still_held = [&] { return SuspendedPyTorchJobs(names.size()); };
+  EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 120s))
+      << still_held() << " jobs stuck held with valid nodes";
+  for (const std::string& name : names) {
+    EXPECT_TRUE(Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend")) << name;
+    EXPECT_TRUE(HasService(name)) << name;
+  }
+  EXPECT_EQ(ServiceCount(), names.size());
+  std::size_t without_admitted = 0;
+  const auto admitted_once = [&] {
+    without_admitted = 0;
+    for (const std::string& name : held)
+      without_admitted += EventCount(name, "Admitted") == 1 ? 0 : 1;
+    return without_admitted == 0;
+  };
+  EXPECT_TRUE(Eventually(admitted_once, 60s))
+      << without_admitted << " held jobs without exactly one Admitted Event";
+  std::printf(
+      "[ figure ] recovered (every job released, one Service each) %.1f s after the faults\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - recovering).count());
+  for (const std::string& name : during) {
+    EXPECT_LE(EventCount(name, "Admitted"), 1) << name;
+  }
+  for (const std::string& name : names) {
+    std::vector<std::string> notes = EventNotes(name, "InsufficientValidatedNodes");
+    std::sort(notes.begin(), notes.end());
+    EXPECT_EQ(std::adjacent_find(notes.begin(), notes.end()), notes.end())
+        << name << " has a hold message said twice";
+  }
+  EXPECT_TRUE(running.manager().Ready());
+  EXPECT_FALSE(running.finished());
+
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

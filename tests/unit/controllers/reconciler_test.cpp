@@ -62,6 +62,13 @@ class Reconciler : public ::testing::Test {
     }
     return -1;
   }
+  // llama (4 nodes) held with 3 of 4 p5 nodes passing; then a fourth joins (Warn counts).
+  void HoldUntilAFourthNodeJoins() {
+    cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
+    AddP5Nodes(3, 1);
+    ASSERT_GT(Converge(key_), 0);
+    cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  }
   void AddP5Nodes(int pass, int fail = 0) {
     for (int i = 0; i < pass; ++i)
       cluster_.AddNode("node-" + std::to_string(i), "p5.48xlarge", "Pass");
@@ -204,10 +211,7 @@ TEST_F(Reconciler, HoldsAGatedJobUntilEnoughNodesAreValidated) {
 }
 
 TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
-  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 3, true));
-  AddP5Nodes(3, 1);
-  ASSERT_GT(Converge(key_), 0);
-  cluster_.AddNode("node-new", "p5.48xlarge", "Warn");
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
 
   const auto result = Reconcile(key_, kNow + std::chrono::minutes(1));
   EXPECT_FALSE(result.requeue_after);
@@ -227,6 +231,31 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   ASSERT_EQ(admitted.size(), 1u) << "a job that was held is told of its release";
   EXPECT_EQ(admitted[0].reason, "Admitted");
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+}
+
+// The API server applied the release's status patch but its answer was lost (the server was
+// slow past the client's timeout, or went away): the retry, reading the condition already True,
+// still tells of the release, once, before releasing.
+TEST_F(Reconciler, AHeldJobWhoseReleaseStatusAnswerWasLostIsStillToldOfItsRelease) {
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
+  const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
+  ASSERT_FALSE(first.actions.empty());
+  ASSERT_EQ(cluster_.Apply({first.actions.front()}), 0);  // the status patch landed, no more
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "True");
+
+  const auto retry = Reconcile(key_, kNow + std::chrono::minutes(2));
+  const auto events = Only<RecordEvent>(retry.actions);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "Admitted");
+  ASSERT_FALSE(retry.actions.empty());
+  const auto* release = std::get_if<MergePatch>(&retry.actions.back());
+  ASSERT_NE(release, nullptr) << "the release comes after the Event";
+  EXPECT_EQ(release->patch["spec"]["runPolicy"]["suspend"], false);
+  ASSERT_EQ(cluster_.Apply(retry.actions), 0);
+  EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(3)).actions.empty());
+  int admitted = 0;
+  for (const Json& e : cluster_.events()) admitted += e["reason"] == "Admitted" ? 1 : 0;
+  EXPECT_EQ(admitted, 1);
 }
 
 // A job held by an older ncclguard carries the gate's diagnosis under its kebab-case id as the

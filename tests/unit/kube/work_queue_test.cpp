@@ -76,6 +76,37 @@ TEST(WorkQueue, RateLimitedRetriesBackOffPerKeyUntilForgotten) {
   EXPECT_EQ(queue.NextBackoff("ns/a"), 10ms);
 }
 
+// 150 keys failing at once (an API server answering 500 to every write): their first retries
+// are not all due after the 5 ms backoff; 100 are (the burst), then 10 a second. Before the
+// overall limit, all 150 were retried within 5 ms, and again within 10 ms, 20 ms...
+TEST(WorkQueue, RetriesOfAllKeysTogetherAreLimitedByTheOverallBucket) {
+  FakeClock clock;
+  WorkQueue queue({5ms, 1000s, 10, 100}, clock.Function());
+  for (int i = 0; i < 150; ++i) queue.AddRateLimited("ns/" + std::to_string(i));
+  const auto due = [&] {
+    int count = 0;
+    while (auto key = queue.TryGet()) {
+      queue.Done(*key);
+      ++count;
+    }
+    return count;
+  };
+  EXPECT_EQ(due(), 0);
+  clock.Advance(5ms);
+  EXPECT_EQ(due(), 100);
+  clock.Advance(1s);
+  EXPECT_EQ(due(), 10);
+  clock.Advance(4s);
+  EXPECT_EQ(due(), 40);
+  // A key's own backoff still applies when the bucket has tokens again.
+  clock.Advance(1h);
+  queue.AddRateLimited("ns/0");
+  clock.Advance(9ms);
+  EXPECT_EQ(due(), 0);
+  clock.Advance(1ms);
+  EXPECT_EQ(due(), 1);
+}
+
 TEST(WorkQueue, AddAfterKeepsTheEarlierTimeAndAnImmediateAddWins) {
   FakeClock clock;
   WorkQueue queue({}, clock.Function());

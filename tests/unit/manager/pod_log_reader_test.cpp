@@ -91,5 +91,18 @@ TEST(PodLogReaderTest, TheReadJobsAreReturnedAndTheDigestStored) {
   EXPECT_LE(controllers::kPodLogLimitBytes, 64 * 1024);
 }
 
+// An API server that does not answer (away, or slower than the read's timeout): the read says
+// "not read" and the reader goes on. The error used to be thrown out of the reader's thread and
+// end the controller process (std::terminate); a 30-s API server fault test found it.
+TEST(PodLogReaderTest, AnApiServerThatDoesNotAnswerIsANotReadNotACrash) {
+  kube::ClientConfig config;
+  config.server = "http://127.0.0.1:1";  // nothing listens there: connection refused
+  const manager::PodLogSource source =
+      manager::KubePodLogSource(std::make_shared<kube::Client>(config));
+  std::optional<std::string> tail = std::string("unset");
+  EXPECT_NO_THROW(tail = source("team-a", "p-0", "pytorch"));
+  EXPECT_EQ(tail, std::nullopt);
+}
+
 }  // namespace
 }  // namespace ncclguard::test
