@@ -828,15 +828,7 @@ TEST_F(ControllerApiServerRestart,
   AddNode("c", "Pass");
   std::vector<std::string> names;
   for (int i = 0; i < kJobs; ++i) names.push_back("chaos-" + std::to_string(i));
-  auto still_held = [&] {
-    const json jobs = Get(PyTorchJobs());
-    if (!jobs.is_object()) return static_cast<std::size_t>(kJobs);
-    std::size_t held = 0;
-    for (const auto& job : jobs["items"]) {
-      if (job.value(json::json_pointer("/spec/runPolicy/suspend"), true)) ++held;
-    }
-    return held;
-  };
+  const auto still_held = [&] { return SuspendedPyTorchJobs(kJobs); };
   EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 180s))
       << still_held() << " jobs stuck held with valid nodes";
   for (const std::string& name : names) {
