@@ -77,9 +77,13 @@ Json ResolvePlain(const std::string& s) {
   return s;
 }
 
+const std::string& DecodedText(const std::string& scalar, const YAML::Mark& mark,
+                               std::string& storage);
+
 Json ScalarToJson(const YAML::Node& node) {
   const std::string& tag = node.Tag();
-  const std::string& text = node.Scalar();
+  std::string storage;
+  const std::string& text = DecodedText(node.Scalar(), node.Mark(), storage);
   if (tag == "!" || tag == "tag:yaml.org,2002:str") return text;
   Json resolved = ResolvePlain(text);
   if (tag == "?" || tag.empty()) return resolved;
@@ -112,7 +116,8 @@ Json NodeToJson(const YAML::Node& node, std::size_t depth) {
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
                            ": mapping keys must be plain strings");
         }
-        const std::string& key = entry.first.Scalar();
+        std::string storage;
+        const std::string& key = DecodedText(entry.first.Scalar(), entry.first.Mark(), storage);
         if (object.contains(key)) {
           // Kubernetes' YAML reader refuses these too; silently keeping one would drop a field.
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
@@ -207,6 +212,44 @@ std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
   }
   return length;
+}
+
+// A scalar as yaml-cpp decoded it, made UTF-8 again: yaml-cpp 0.7 decodes the escapes "\N"
+// (U+0085) and "\_" (U+00A0) to the single bytes 0x85 and 0xA0 (found by fuzz/manifest_fix:
+// `fix` wrote them back raw, as text no reader takes); those become their UTF-8 encodings. Any
+// other byte that is not UTF-8 after decoding (an escaped surrogate, "\uD800") is an input error.
+// Returns `scalar` itself when it is UTF-8 (nearly always), else the repaired text in `storage`.
+const std::string& DecodedText(const std::string& scalar, const YAML::Mark& mark,
+                               std::string& storage) {
+  std::size_t at = 0;
+  while (at < scalar.size()) {
+    const std::size_t length = Utf8SequenceLength(scalar, at);
+    if (length == 0) break;
+    at += length;
+  }
+  if (at == scalar.size()) return scalar;
+  std::string& text = storage;
+  text.reserve(scalar.size() + 8);
+  for (std::size_t i = 0; i < scalar.size();) {
+    const std::size_t length = Utf8SequenceLength(scalar, i);
+    if (length > 0) {
+      text.append(scalar, i, length);
+      i += length;
+      continue;
+    }
+    const auto byte = static_cast<unsigned char>(scalar[i]);
+    if (byte != 0x85 && byte != 0xA0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", byte);
+      throw InputError("line " + std::to_string(mark.line + 1) + ", column " +
+                       std::to_string(mark.column + 1) + ": an escape gives text that is not " +
+                       "UTF-8 (byte " + hex + ")");
+    }
+    text += '\xC2';
+    text += static_cast<char>(byte);
+    ++i;
+  }
+  return storage;
 }
 
 // The 0-based document that the line starting at `line_start` belongs to, counting documents

@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::vector<cli::FileAnalysis> files{std::move(file)};
   const cli::FixOutput first = cli::FixAnalyses(files);
-  fuzz::RequireGuideLinksExist(first.unfixed, "fix's report");
+  fuzz::RequireGuideLinksExist(first.unfixed, "fix's report", text);
   std::vector<cli::FileAnalysis> again{AnalyzeWritten(first.fixed, "fix's output")};
   const cli::FixOutput second = cli::FixAnalyses(again);
   fuzz::Require(second.fixed == first.fixed, "fix is idempotent",

@@ -57,9 +57,9 @@ void CheckAnswer(webhook::Endpoint endpoint, std::string_view body,
   fuzz::Require(!review.is_discarded() && review.is_object(), "the answer is JSON", answer.body);
   const Json& response = review.at("response");
   fuzz::Require(response.at("uid") == answer.request.uid, "the answer carries the request's uid");
-  fuzz::RequireGuideLinksExist(answer.outcome.response.message, where + " message");
+  fuzz::RequireGuideLinksExist(answer.outcome.response.message, where + " message", body);
   for (const std::string& warning : answer.outcome.response.warnings) {
-    fuzz::RequireGuideLinksExist(warning, where + " warning");
+    fuzz::RequireGuideLinksExist(warning, where + " warning", body);
   }
   for (const auto& finding : answer.outcome.findings) {
     fuzz::Require(fuzz::GuideLinkExists(finding.guide), "every finding has a guide link",

@@ -184,6 +184,21 @@ TEST(HostileInput, KeysLongerThanYamlAllowsInlineAreWrittenAsExplicitKeys) {
       ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-key-over-1024-characters")));
 }
 
+// Found by fuzz/manifest_fix: yaml-cpp decodes the escapes "\N" (U+0085) and "\_" (U+00A0) to
+// single bytes, which `fix` wrote back raw: output that was not UTF-8.
+TEST(HostileInput, EscapesYamlCppDecodesToSingleBytesReadAsUtf8) {
+  const core::DocumentSet set =
+      core::ParseDocuments(std::string(kConfigMap) + "data:\n  \"k\\N\": \"a\\Nb\\_c\"\n");
+  ASSERT_EQ(set.documents.size(), 1u);
+  EXPECT_EQ(set.documents[0]["data"], Json({{"k\u0085", "a\u0085b\u00a0c"}}));
+  ExpectRoundTrip(std::string(kConfigMap) + "data:\n  h: \"\\NC1\"\n");
+  ExpectRoundTrip(ReadFile(SourcePath("fuzz/corpus/manifest_fix/finding-yaml-cpp-nel-escape")));
+  // An escaped surrogate yaml-cpp refuses itself.
+  EXPECT_NE(ParseError(std::string(kConfigMap) + "data:\n  s: \"\\uD800\"\n")
+                .find("not valid YAML: line 5, column 13: invalid unicode"),
+            std::string::npos);
+}
+
 // Found from outside: fix rewrote such a key with U+FFFD and exited 0.
 TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
   ScratchFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n");
