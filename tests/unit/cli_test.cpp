@@ -14,23 +14,6 @@ namespace {
 
 using core::Json;
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& content, const std::string& suffix = ".yaml") {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("ncclguard-cli-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) +
-              suffix))
-                .string();
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 const char* kBrokenP5Job = R"(apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: bad, namespace: ml}

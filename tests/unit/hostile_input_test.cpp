@@ -35,22 +35,6 @@ void ExpectRoundTrip(const std::string& text) {
   EXPECT_EQ(second.documents, first.documents);
 }
 
-class ScratchFile {
- public:
-  explicit ScratchFile(const std::string& content) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("ncclguard-hostile-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
-                .string();
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~ScratchFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 constexpr const char* kConfigMap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
 constexpr const char* kConfigMapJson =
     R"({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})";
@@ -201,7 +185,7 @@ TEST(HostileInput, EscapesYamlCppDecodesToSingleBytesReadAsUtf8) {
 
 // Found from outside: fix rewrote such a key with U+FFFD and exited 0.
 TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
-  ScratchFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n");
+  TempFile file(std::string(kConfigMap) + "data:\n  \"a\xff\x02\": v\n", "");
   const CommandResult r = RunCli({"fix", file.path()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
@@ -211,9 +195,10 @@ TEST(HostileInput, FixRefusesAKeyWithInvalidUtf8AndAControlByte) {
 
 // Found from outside: reported as "internal error: ... number overflow".
 TEST(HostileInput, JsonNumberOverflowIsAnInputErrorNamingFileAndDocument) {
-  ScratchFile file(
+  TempFile file(
       "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}\n"
-      "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"data\": {\"n\": 1e999}}\n");
+      "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"data\": {\"n\": 1e999}}\n",
+      "");
   for (const char* command : {"lint", "fix"}) {
     const CommandResult r = RunCli({command, file.path()});
     EXPECT_EQ(r.exit_code, 2) << command;
@@ -260,7 +245,7 @@ spec:
 // Found by fuzz/webhook_review: a container whose securityContext is a list made the IPC_LOCK
 // fix add under it, and PatchPlan said "internal error" (webhook and CLI alike).
 TEST(HostileInput, AListWhereAnObjectBelongsIsAnInputErrorNotAnInternalOne) {
-  ScratchFile file(kPodWithListSecurityContext);
+  TempFile file(kPodWithListSecurityContext, "");
   for (const char* command : {"lint", "fix"}) {
     const CommandResult r = RunCli({command, file.path()});
     EXPECT_EQ(r.exit_code, 2) << command;

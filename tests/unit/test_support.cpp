@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -90,6 +93,16 @@ std::string ReadFile(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+TempFile::TempFile(const std::string& content, const std::string& suffix) {
+  static std::atomic<int> counter{0};
+  path_ = (std::filesystem::temp_directory_path() / ("ncclguard-unit-" + std::to_string(getpid()) +
+                                                     "-" + std::to_string(counter++) + suffix))
+              .string();
+  std::ofstream(path_, std::ios::binary) << content;
+}
+
+TempFile::~TempFile() { std::remove(path_.c_str()); }
 
 CommandResult RunCli(const std::vector<std::string>& args, const std::string& stdin_text) {
   int in_pipe[2], out_pipe[2], err_pipe[2];

@@ -27,6 +27,19 @@ core::Json CompliantPod();
 std::string SourcePath(const std::string& relative);
 std::string ReadFile(const std::string& path);
 
+// A file in the temporary directory holding `content`, removed when the object goes.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content, const std::string& suffix = ".yaml");
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;

@@ -12,35 +12,17 @@
 namespace ncclguard::test {
 namespace {
 
-// A file with `content`, removed at the end of the test.
-class ScratchFile {
- public:
-  explicit ScratchFile(const std::string& content) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("ncclguard-controller-cli-" + std::to_string(getpid()) + "-" +
-              std::to_string(counter++) + ".yaml"))
-                .string();
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~ScratchFile() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(CliController, UnusableKubeconfigsExitTwoNamingTheFile) {
   auto r = RunCli({"controller", "--kubeconfig", "/nonexistent/kubeconfig"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/nonexistent/kubeconfig"), std::string::npos) << r.err;
 
-  ScratchFile torn("clusters: [oops\n");
+  TempFile torn("clusters: [oops\n");
   r = RunCli({"controller", "--kubeconfig", torn.path()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find(torn.path() + ": not valid YAML"), std::string::npos) << r.err;
 
-  ScratchFile no_context("apiVersion: v1\nkind: Config\nclusters: []\n");
+  TempFile no_context("apiVersion: v1\nkind: Config\nclusters: []\n");
   r = RunCli({"controller", "--kubeconfig", no_context.path()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("current-context"), std::string::npos) << r.err;
@@ -54,7 +36,7 @@ TEST(CliController, BadFlagsAndPoliciesExitTwo) {
   EXPECT_EQ(RunCli({"controller", "--workers", "0"}).exit_code, 2);
   EXPECT_EQ(RunCli({"controller", "--leader-elect=maybe"}).exit_code, 2);
 
-  ScratchFile policy("rules: {nope: {enabled: false}}\n");
+  TempFile policy("rules: {nope: {enabled: false}}\n");
   r = RunCli({"controller", "--policy", policy.path(), "--kubeconfig", "/nonexistent/kubeconfig"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("spec.rules.nope"), std::string::npos) << r.err;
