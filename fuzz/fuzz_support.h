@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +15,19 @@
 #include "core/json.h"
 
 namespace ncclguard::fuzz {
+
+// For readers fed in pieces (the informer's watch stream, the pod-log reader): the first byte
+// picks a chunk size of 1 to 64, the rest is the input, which the harness runs whole and split
+// into such chunks, and compares.
+struct SplitInput {
+  std::size_t chunk;
+  std::string_view bytes;
+};
+inline std::optional<SplitInput> SplitInputOf(const std::uint8_t* data, std::size_t size) {
+  if (size < 1) return std::nullopt;
+  return SplitInput{1 + static_cast<std::size_t>(data[0] % 64),
+                    std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1)};
+}
 
 [[noreturn]] inline void Fail(const std::string& property, const std::string& detail = "") {
   std::fprintf(stderr, "\nPROPERTY VIOLATED: %s\n%s\n", property.c_str(), detail.c_str());

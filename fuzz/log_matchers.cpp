@@ -73,11 +73,10 @@ Outcome Run(std::string_view log, std::size_t chunk) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size < 1) return 0;
-  const std::size_t chunk = 1 + data[0] % 64;
-  const std::string_view log(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const Outcome whole = Run(log, log.size() + 1);
-  const Outcome split = Run(log, chunk);
+  const auto input = fuzz::SplitInputOf(data, size);
+  if (!input) return 0;
+  const Outcome whole = Run(input->bytes, input->bytes.size() + 1);
+  const Outcome split = Run(input->bytes, input->chunk);
   fuzz::Require(whole.lines == split.lines, "lines do not depend on where chunks split");
   fuzz::Require(whole.findings == split.findings, "findings do not depend on where chunks split");
   return 0;

@@ -45,11 +45,10 @@ Outcome Run(std::string_view stream, std::size_t chunk) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size < 1) return 0;
-  const std::size_t chunk = 1 + data[0] % 64;
-  const std::string_view stream(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const Outcome whole = Run(stream, stream.size() + 1);
-  const Outcome split = Run(stream, chunk);
+  const auto input = fuzz::SplitInputOf(data, size);
+  if (!input) return 0;
+  const Outcome whole = Run(input->bytes, input->bytes.size() + 1);
+  const Outcome split = Run(input->bytes, input->chunk);
   fuzz::Require(whole.failed == split.failed, "a stream is refused however it is split");
   fuzz::Require(whole.events == split.events, "events do not depend on where chunks split");
   return 0;
