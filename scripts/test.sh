@@ -22,4 +22,13 @@ else
 fi
 "$root/scripts/build.sh"
 cd "$build"
-ctest --output-on-failure --timeout 900 "$@"
+rc=0
+ctest --output-on-failure --timeout 900 "$@" || rc=$?
+if ((rc != 0)); then
+  # The last lines of a CI log are often all that is kept: say there what failed.
+  # shellcheck source=lib/test-failures.sh
+  source "$root/scripts/lib/test-failures.sh"
+  echo "test.sh: ctest failed (exit $rc); the failed assertions:" >&2
+  failed_assertions "$build" >&2
+fi
+exit "$rc"
