@@ -142,13 +142,17 @@ std::string EventRecorder::Record(const EventSpec& spec) {
                      PatchType::kMerge, patch);
       return existing->name;
     } catch (const ApiError& error) {
-      // Someone deleted the Event (or it expired): start a new one.
-      if (error.code() != ErrorCode::kNotFound) throw;
+      // The Event exists; the server could not count this occurrence now (it is away or
+      // overloaded): keep the entry, so the next occurrence counts it again rather than writing
+      // a second Event with the same note.
+      if (IsRetryable(error.code())) throw;
+      // Someone deleted the Event (or it expired), or it cannot be updated: start a new one.
       dedup_.Forget(key);
+      if (error.code() != ErrorCode::kNotFound) throw;
       return Create(spec, key, now);
     }
   } catch (const std::exception& error) {
-    dedup_.Forget(key);
+    // A failed create left no entry (its name waits in unconfirmed_names_ for the retry).
     log::Warn("event not recorded", {{"reason", spec.reason},
                                      {"kind", Field(spec.regarding, "kind")},
                                      {"namespace", Field(spec.regarding, "namespace")},

@@ -94,6 +94,64 @@ TEST(KubeFaults, AnEventWhoseCreateAnswerWasLostIsNotWrittenTwice) {
   EXPECT_EQ(patched, "/apis/events.k8s.io/v1/namespaces/ns/events/" + name);
 }
 
+// A repeated Event whose count (a PATCH of its series) fails while the server is away: the Event
+// is still there, so the next occurrence counts it again instead of writing a second Event with
+// the same note (kubectl describe would show the message twice). An Event that is gone (404)
+// starts a new one.
+TEST(KubeFaults, AnEventWhoseCountFailedIsCountedAgainNotWrittenTwice) {
+  std::mutex mutex;
+  int posts = 0;
+  int patches = 0;
+  bool gone = false;
+  TestHttpsServer server([&](const HttpRequest& request) {
+    std::lock_guard lock(mutex);
+    HttpResponse response;
+    if (request.method == "POST") {
+      ++posts;
+      response.status = 201;
+      response.body = request.body;
+    } else if (request.method == "PATCH") {
+      if (++patches == 1) {
+        response.status = 503;
+        response.body = R"({"kind":"Status","code":503,"message":"shutting down"})";
+      } else if (gone) {
+        response.status = 404;
+        response.body = R"({"kind":"Status","code":404,"reason":"NotFound"})";
+      } else {
+        response.body = "{}";
+      }
+    }
+    return response;
+  });
+  kube::EventRecorder recorder(std::make_shared<kube::Client>(ConfigFor(server)),
+                               "ncclguard.io/controller", "replica-a");
+  kube::EventSpec spec;
+  spec.regarding = {{"apiVersion", "kubeflow.org/v1"},
+                    {"kind", "PyTorchJob"},
+                    {"namespace", "ns"},
+                    {"name", "llama"},
+                    {"uid", "u-1"}};
+  spec.type = "Warning";
+  spec.reason = "InsufficientValidatedNodes";
+  spec.action = "Gate";
+  spec.note = "held";
+  const std::string name = recorder.Record(spec);
+  ASSERT_FALSE(name.empty());
+  EXPECT_EQ(recorder.Record(spec), "") << "the count's answer was a 503";
+  EXPECT_EQ(recorder.Record(spec), name) << "counted again, on the same Event";
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(posts, 1) << "a second Event was written";
+    EXPECT_EQ(patches, 2);
+    gone = true;
+  }
+  const std::string again = recorder.Record(spec);
+  EXPECT_FALSE(again.empty());
+  EXPECT_NE(again, name);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(posts, 2) << "the deleted Event is replaced";
+}
+
 TEST(KubeFaults, MalformedWatchLinesLeadToAResyncNotACrash) {
   std::atomic<int> watches{0};
   std::atomic<int> lists{0};
