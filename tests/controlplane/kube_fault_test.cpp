@@ -40,6 +40,30 @@ std::string List(const std::string& name, int rv) {
          R"(","namespace":"ns","resourceVersion":")" + std::to_string(rv) + R"("}}]})";
 }
 
+// A kube-apiserver Status answer.
+HttpResponse StatusAnswer(int code, const std::string& reason) {
+  HttpResponse response;
+  response.status = code;
+  response.body =
+      R"({"kind":"Status","code":)" + std::to_string(code) + R"(,"reason":")" + reason + R"("})";
+  return response;
+}
+
+// The gate's hold Event about a PyTorchJob, as the controller records it.
+kube::EventSpec HoldEvent() {
+  kube::EventSpec spec;
+  spec.regarding = {{"apiVersion", "kubeflow.org/v1"},
+                    {"kind", "PyTorchJob"},
+                    {"namespace", "ns"},
+                    {"name", "llama"},
+                    {"uid", "u-1"}};
+  spec.type = "Warning";
+  spec.reason = "InsufficientValidatedNodes";
+  spec.action = "Gate";
+  spec.note = "held";
+  return spec;
+}
+
 // The API server stores an Event but its answer is lost (it went away mid-request): the retry
 // must find that Event, not write a second one. This server stores the first create and fails
 // it, then answers like kube-apiserver: 409 for a stored name, 201 for a new one.
@@ -56,11 +80,9 @@ TEST(KubeFaults, AnEventWhoseCreateAnswerWasLostIsNotWrittenTwice) {
       const bool known = std::find(stored.begin(), stored.end(), name) != stored.end();
       if (!known) stored.push_back(name);
       if (++posts == 1) {
-        response.status = 503;
-        response.body = R"({"kind":"Status","code":503,"message":"shutting down"})";
+        response = StatusAnswer(503, "ServiceUnavailable");
       } else if (known) {
-        response.status = 409;
-        response.body = R"({"kind":"Status","code":409,"reason":"AlreadyExists"})";
+        response = StatusAnswer(409, "AlreadyExists");
       } else {
         response.status = 201;
         response.body = request.body;
@@ -73,16 +95,7 @@ TEST(KubeFaults, AnEventWhoseCreateAnswerWasLostIsNotWrittenTwice) {
   });
   kube::EventRecorder recorder(std::make_shared<kube::Client>(ConfigFor(server)),
                                "ncclguard.io/controller", "replica-a");
-  kube::EventSpec spec;
-  spec.regarding = {{"apiVersion", "kubeflow.org/v1"},
-                    {"kind", "PyTorchJob"},
-                    {"namespace", "ns"},
-                    {"name", "llama"},
-                    {"uid", "u-1"}};
-  spec.type = "Warning";
-  spec.reason = "insufficient-validated-nodes";
-  spec.action = "Gate";
-  spec.note = "held";
+  const kube::EventSpec spec = HoldEvent();
   EXPECT_EQ(recorder.Record(spec), "") << "the first create's answer was lost";
   const std::string name = recorder.Record(spec);
   // Once confirmed, the Event is counted (a PATCH of its series), not created again.
@@ -112,11 +125,9 @@ TEST(KubeFaults, AnEventWhoseCountFailedIsCountedAgainNotWrittenTwice) {
       response.body = request.body;
     } else if (request.method == "PATCH") {
       if (++patches == 1) {
-        response.status = 503;
-        response.body = R"({"kind":"Status","code":503,"message":"shutting down"})";
+        response = StatusAnswer(503, "ServiceUnavailable");
       } else if (gone) {
-        response.status = 404;
-        response.body = R"({"kind":"Status","code":404,"reason":"NotFound"})";
+        response = StatusAnswer(404, "NotFound");
       } else {
         response.body = "{}";
       }
@@ -125,16 +136,7 @@ TEST(KubeFaults, AnEventWhoseCountFailedIsCountedAgainNotWrittenTwice) {
   });
   kube::EventRecorder recorder(std::make_shared<kube::Client>(ConfigFor(server)),
                                "ncclguard.io/controller", "replica-a");
-  kube::EventSpec spec;
-  spec.regarding = {{"apiVersion", "kubeflow.org/v1"},
-                    {"kind", "PyTorchJob"},
-                    {"namespace", "ns"},
-                    {"name", "llama"},
-                    {"uid", "u-1"}};
-  spec.type = "Warning";
-  spec.reason = "InsufficientValidatedNodes";
-  spec.action = "Gate";
-  spec.note = "held";
+  const kube::EventSpec spec = HoldEvent();
   const std::string name = recorder.Record(spec);
   ASSERT_FALSE(name.empty());
   EXPECT_EQ(recorder.Record(spec), "") << "the count's answer was a 503";
