@@ -8,6 +8,9 @@
 #   scripts/controlplane.sh build training   also the Kubeflow training operator and CoreDNS
 #                                    (the node's training jobs and cluster DNS, issue 14)
 #   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
+#   scripts/controlplane.sh build all    all of the above, in as few `go build`s as there are
+#                                    modules (the fastest way from nothing: scripts/test.sh)
+#   scripts/controlplane.sh download Go's module downloads of every build, nothing compiled
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
 #   scripts/controlplane.sh status   say whether it runs (exit 0) or not (exit 1)
@@ -66,6 +69,39 @@ find_go() {
 
 # ---------------------------------------------------------------- build
 
+# Every binary, the module it is built from and its package there. All but the training
+# operator come from one module (scripts/controlplane/components), so a package they share is
+# compiled once, and one `go build` of several of them keeps both cores busy.
+declare -A binary_module=() binary_package=()
+while IFS='|' read -r b m p; do
+  binary_module[$b]=$m
+  binary_package[$b]=$p
+done <<'EOF'
+etcd|components|./cmd/etcd
+kube-apiserver|components|./cmd/kube-apiserver
+kubectl|components|./cmd/kubectl
+helm|components|helm.sh/helm/v3/cmd/helm
+kubelet|components|./cmd/kubelet
+kube-scheduler|components|./cmd/kube-scheduler
+kube-controller-manager|components|./cmd/kube-controller-manager
+kube-proxy|components|./cmd/kube-proxy
+coredns|components|./cmd/coredns
+kueue|components|sigs.k8s.io/kueue/cmd/kueue
+training-operator.v1|training|github.com/kubeflow/training-operator/cmd/training-operator.v1
+EOF
+
+# The binaries of each argument of `build`.
+binaries_of() {
+  case "$1" in
+    "") echo etcd kube-apiserver kubectl helm ;;
+    node) echo kubelet kube-scheduler kube-controller-manager kube-proxy ;;
+    training) echo training-operator.v1 coredns ;;
+    kueue) echo kueue ;;
+    all) echo "${!binary_module[@]}" ;;
+    *) die "build: unknown component '$1' (known: node, training, kueue, all)" ;;
+  esac
+}
+
 # Hash of everything that decides a module's binaries, so a stamp goes stale
 # when sources, pinned versions, the Go toolchain or this script's flags change.
 module_hash() {
@@ -73,8 +109,7 @@ module_hash() {
   {
     "$go" version
     cat "$modules_dir/versions.sh"
-    declare -f build_module
-    [[ $module != node ]] || declare -f build_node_module
+    declare -f build_module module_ldflags
     (cd "$modules_dir/$module" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort |
       while read -r f; do printf '%s\n' "$f"; cat "$f"; done)
   } | sha256sum | cut -d' ' -f1
@@ -84,33 +119,35 @@ module_hash() {
 # so rebuilding the same pins yields the same version output.
 release_time() {
   local go="$1" module="$2"
-  (cd "$modules_dir/kube" && "$go" mod download -json "$module" |
+  (cd "$modules_dir/components" && "$go" mod download -json "$module" |
     sed -n 's/^[[:space:]]*"Time": "\(.*\)",\{0,1\}$/\1/p')
 }
 
-# build_module <go> <module> <package>... : builds the module's packages into
-# a temp dir, then moves them into $bin_dir so a killed build never leaves a
-# binary that looks complete.
+# The version stamps of a module's binaries, as their releases set them (kubelet reports its
+# version in the Node's status, helm and etcd print theirs). -X of a package a binary does not
+# link is ignored, so one set serves every binary of the module.
+module_ldflags() {
+  local go="$1" module="$2" ldflags="-s -w"
+  if [[ $module == components ]]; then
+    local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+    local date pkg
+    date="$(release_time "$go" "k8s.io/kubernetes@$KUBERNETES_VERSION")"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+      ldflags+=" -X $pkg.gitCommit=unknown -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+    done
+    ldflags+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+  fi
+  printf '%s' "$ldflags"
+}
+
+# build_module <go> <module> <package>... : builds the module's packages in one `go build`
+# into a temp dir, then moves them into $bin_dir so a killed build never leaves a binary that
+# looks complete.
 build_module() {
   local go="$1" module="$2"; shift 2
-  local ldflags="-s -w"
-  case "$module" in
-    kube)
-      local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-      local date; date="$(release_time "$go" "k8s.io/kubernetes@$KUBERNETES_VERSION")"
-      local pkg
-      for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitCommit=unknown -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
-      done
-      ;;
-    helm)
-      ldflags+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-      ;;
-    etcd)
-      ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
-      ;;
-  esac
+  local ldflags; ldflags="$(module_ldflags "$go" "$module")"
   local tmp; tmp="$(mktemp -d "$cache_dir/.build-$module.XXXXXX")"
   (cd "$modules_dir/$module" &&
     CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
@@ -120,72 +157,49 @@ build_module() {
   rmdir "$tmp"
 }
 
-# cmd_build [node]: without an argument the control plane (etcd, kube-apiserver,
-# kubectl, helm); with "node" also the node binaries scripts/node.sh runs.
-# build_node_module <go> <package>...: the node module's commands, versioned
-# like the kube module's (kubelet reports its version in the Node's status).
-# A function of its own so that build_module, and with it the stamps of the
-# control plane's modules, stay as they were.
-build_node_module() {
-  local go="$1"; shift
-  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-  local date ldflags="-s -w" pkg
-  date="$(release_time "$go" "k8s.io/kubernetes@$KUBERNETES_VERSION")"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitCommit=unknown -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
-  done
-  local tmp; tmp="$(mktemp -d "$cache_dir/.build-node.XXXXXX")"
-  (cd "$modules_dir/node" &&
-    CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \
-      "$go" build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") || { rm -rf "$tmp"; return 1; }
-  local f
-  for f in "$tmp"/*; do mv -f "$f" "$bin_dir/"; done
-  rmdir "$tmp"
-}
-
+# cmd_build [node|training|kueue|all]: without an argument the control plane (etcd,
+# kube-apiserver, kubectl, helm); otherwise those of the group. A binary is rebuilt when it is
+# missing or its stamp differs from its module's hash; what is missing of one module is built
+# in one `go build`.
 cmd_build() {
   local what="${1:-}" go; go="$(find_go)"
+  local wanted; wanted="$(binaries_of "$what")"
   mkdir -p "$bin_dir" "$cache_dir/stamps"
   # Several test binaries may call build at once; one builds, the others wait.
   exec 9>"$cache_dir/.build.lock"
   flock 9
-  local spec module binaries packages
-  # module | binaries it produces | packages to build
-  local specs=(
-    "etcd|etcd|."
-    "kube|kube-apiserver kubectl|./cmd/kube-apiserver ./cmd/kubectl"
-    "helm|helm|helm.sh/helm/v3/cmd/helm"
-  )
-  case "$what" in
-    "") ;;
-    node) specs+=("node|kubelet kube-scheduler kube-controller-manager kube-proxy|./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager ./cmd/kube-proxy") ;;
-    training) specs+=("training|training-operator.v1|github.com/kubeflow/training-operator/cmd/training-operator.v1"
-      "coredns|coredns|.") ;;
-    kueue) specs+=("kueue|kueue|sigs.k8s.io/kueue/cmd/kueue") ;;
-    *) die "build: unknown component '$what' (known: node, training, kueue)" ;;
-  esac
-  for spec in "${specs[@]}"; do
-    IFS='|' read -r module binaries packages <<<"$spec"
-    local hash stamp="$cache_dir/stamps/$module" fresh=1 b
+  local module
+  for module in components training; do
+    local hash b stale=() packages=()
     hash="$(module_hash "$module" "$go")"
-    for b in $binaries; do [[ -x "$bin_dir/$b" ]] || fresh=0; done
-    if [[ $fresh == 1 && -f "$stamp" && "$(cat "$stamp")" == "$hash" ]]; then
-      log "$binaries: up to date"
-      continue
-    fi
-    log "building $binaries (module scripts/controlplane/$module) ..."
+    for b in $wanted; do
+      [[ ${binary_module[$b]} == "$module" ]] || continue
+      if [[ -x "$bin_dir/$b" && -f "$cache_dir/stamps/$b" && "$(cat "$cache_dir/stamps/$b")" == "$hash" ]]; then
+        log "$b: up to date"
+      else
+        stale+=("$b")
+        packages+=("${binary_package[$b]}")
+      fi
+    done
+    ((${#stale[@]})) || continue
+    log "building ${stale[*]} (module scripts/controlplane/$module) ..."
     local start=$SECONDS
-    # shellcheck disable=SC2086 # packages is a word list
-    if [[ $module == node ]]; then
-      build_node_module "$go" $packages || die "building $binaries failed (see the go output above)"
-    else
-      build_module "$go" "$module" $packages || die "building $binaries failed (see the go output above)"
-    fi
-    printf '%s\n' "$hash" >"$stamp"
-    log "built $binaries in $((SECONDS - start))s"
+    build_module "$go" "$module" "${packages[@]}" || die "building ${stale[*]} failed (see the go output above)"
+    for b in "${stale[@]}"; do printf '%s\n' "$hash" >"$cache_dir/stamps/$b"; done
+    log "built ${stale[*]} in $((SECONDS - start))s"
   done
   log "binaries in $bin_dir"
+}
+
+# cmd_download: every module the builds need, into Go's module cache (network only, no
+# compiling), so that scripts/test.sh can fetch them while other stages use the CPUs.
+cmd_download() {
+  local go module; go="$(find_go)"
+  for module in components training; do
+    (cd "$modules_dir/$module" && GOFLAGS="-mod=readonly" "$go" mod download) ||
+      die "download of scripts/controlplane/$module's modules failed"
+  done
+  log "modules of scripts/controlplane/{components,training} downloaded"
 }
 
 # cmd_source_dir MODULE@VERSION: the module's read-only source tree in the Go
@@ -610,6 +624,7 @@ cmd_start_etcd() {
 main() {
   case "${1:-}" in
     build) cmd_build "${2:-}" ;;
+    download) cmd_download ;;
     start) cmd_start ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
@@ -618,7 +633,7 @@ main() {
     stop-etcd) cmd_stop_etcd ;;
     start-etcd) cmd_start_etcd ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [node|training]|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [node|training|kueue|all]|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

@@ -1,14 +1,20 @@
-# Pinned versions of the test control plane. Sourced by controlplane.sh and the
-# go.mod generators; bumping a version here and re-running
-# scripts/controlplane/gen-gomods.sh is the whole upgrade.
+# Pinned versions of the test cluster's components. Sourced by controlplane.sh and the
+# go.mod generator; bumping a version here and re-running scripts/controlplane/gen-gomods.sh
+# is the whole upgrade.
+#
+# Every component but the training operator is built from ONE Go module
+# (scripts/controlplane/components), so a dependency they share (client-go, apimachinery,
+# grpc, ...) is compiled once. That needs one Kubernetes minor for all of them: the versions
+# below are chosen so that each one's own go.mod asks for k8s.io/* v0.35 (Kueue v0.17.0's
+# minor; helm v3.20 and CoreDNS v1.14.7 are the newest of their lines on v0.35). Moving the
+# minor means moving them together (docs/controlplane.md).
 # shellcheck shell=bash disable=SC2034 # used by the scripts that source this file
-KUBERNETES_VERSION=v1.34.4
+KUBERNETES_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
-HELM_VERSION=v3.22.0
-# Components the node and its tests run beside the control plane (issues 14-15):
-# built from the Go module proxy like the rest; their CRDs and manifests are read
-# from the module cache (scripts/controlplane.sh source-dir), never copied here.
-TRAINING_OPERATOR_VERSION=v1.8.1
+HELM_VERSION=v3.20.2
 # The node's cluster DNS (issue 14), built with only the plugins the node uses.
-COREDNS_VERSION=v1.15.0
+COREDNS_VERSION=v1.14.7
 KUEUE_VERSION=v0.17.0
+# Its own module (scripts/controlplane/training): v1.8.1 is built on k8s.io/* v0.29 and
+# controller-runtime v0.17, six minors from the others; it is compiled apart.
+TRAINING_OPERATOR_VERSION=v1.8.1
