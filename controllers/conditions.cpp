@@ -14,11 +14,6 @@ const Json* ConditionList(const Json& job) {
   return &*list;
 }
 
-std::string StringField(const Json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // Only the message is bounded by every schema we write to (metav1.Condition: 32768).
 std::string Bounded(std::string message) { return TruncateUtf8(std::move(message), 4096); }
 

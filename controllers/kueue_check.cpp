@@ -29,7 +29,7 @@ const Json& StatusArray(const Json& object, std::string_view key) {
 }
 
 // The condition `type` of status.conditions, or null.
-const Json* FindCondition(const Json& object, std::string_view type) {
+const Json* WorkloadCondition(const Json& object, std::string_view type) {
   for (const Json& condition : StatusArray(object, "conditions")) {
     if (condition.is_object() && StringField(condition, "type") == type) return &condition;
   }
@@ -37,7 +37,7 @@ const Json* FindCondition(const Json& object, std::string_view type) {
 }
 
 bool ConditionTrue(const Json& object, std::string_view type) {
-  const Json* condition = FindCondition(object, type);
+  const Json* condition = WorkloadCondition(object, type);
   return condition != nullptr && StringField(*condition, "status") == "True";
 }
 
@@ -147,7 +147,7 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
     return {std::string(core::kCheckReady), verdict.message,
             updates.empty() ? Json(nullptr) : std::move(updates), std::nullopt, std::nullopt};
   }
-  const Json* reserved = FindCondition(workload, core::kKueueQuotaReserved);
+  const Json* reserved = WorkloadCondition(workload, core::kKueueQuotaReserved);
   const auto since =
       reserved != nullptr ? ParseTime(StringField(*reserved, "lastTransitionTime")) : std::nullopt;
   const std::chrono::seconds hold{policy.gate.hold_timeout_seconds};
@@ -216,7 +216,7 @@ ReconcileResult ReconcileAdmissionCheck(const std::optional<Json>& admission_che
   ReconcileResult result;
   if (!admission_check || !IsPreflightCheck(*admission_check)) return result;
   const std::int64_t generation = IntField(Member(*admission_check, "metadata"), "generation");
-  const Json* active = FindCondition(*admission_check, core::kKueueActive);
+  const Json* active = WorkloadCondition(*admission_check, core::kKueueActive);
   if (active != nullptr && StringField(*active, "status") == "True" &&
       IntField(*active, "observedGeneration") == generation) {
     return result;

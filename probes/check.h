@@ -71,6 +71,11 @@ struct RegisterCheck {
   RegisterCheck() { CheckRegistry::Add(std::make_unique<T>()); }
 };
 
+// Registers a check at static initialisation, as NCCLGUARD_REGISTER_RULE does a rule; the
+// object's name is the check's, so checks compiled together (a unity build) do not collide.
+#define NCCLGUARD_REGISTER_CHECK(CheckClass) \
+  const ::ncclguard::probes::RegisterCheck<CheckClass> kRegistered##CheckClass {}
+
 // Shorthand for a result without a host fix.
 CheckResult Result(CheckStatus status, std::string observed, std::string expected,
                    std::string message);

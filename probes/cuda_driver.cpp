@@ -36,7 +36,7 @@ struct CudaApi {
   }
 };
 
-CudaApi LoadApi(const DynamicLibrary& library) {
+CudaApi LoadCudaApi(const DynamicLibrary& library) {
   CudaApi api;
   api.init = library.Symbol<PFN_cuInit_v2000>("cuInit");
   api.driver_get_version = library.Symbol<PFN_cuDriverGetVersion_v2020>("cuDriverGetVersion");
@@ -130,7 +130,7 @@ void CollectCudaFacts(bool measure_bandwidth, GpuFacts& facts) {
     facts.cuda_error = "no CUDA driver (" + library.Error() + ")";
     return;
   }
-  const CudaApi api = LoadApi(library);
+  const CudaApi api = LoadCudaApi(library);
   if (!api.init || !api.driver_get_version || !api.device_get_count || !api.device_get ||
       !api.can_access_peer) {
     facts.cuda_error = "no CUDA driver (" + library.Path() + " lacks the driver API symbols)";

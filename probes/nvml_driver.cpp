@@ -29,7 +29,7 @@ struct NvmlApi {
   }
 };
 
-NvmlApi LoadApi(const DynamicLibrary& library) {
+NvmlApi LoadNvmlApi(const DynamicLibrary& library) {
   NvmlApi api;
   api.init = library.Symbol<decltype(api.init)>("nvmlInit_v2");
   api.shutdown = library.Symbol<decltype(api.shutdown)>("nvmlShutdown");
@@ -115,7 +115,7 @@ void CollectNvmlFacts(GpuFacts& facts) {
     facts.nvml_error = "no NVIDIA driver (" + library.Error() + ")";
     return;
   }
-  const NvmlApi api = LoadApi(library);
+  const NvmlApi api = LoadNvmlApi(library);
   if (!api.init || !api.shutdown || !api.device_count || !api.device_handle) {
     facts.nvml_error = library.Path() + " lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
     return;

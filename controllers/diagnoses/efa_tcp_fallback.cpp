@@ -4,13 +4,13 @@
 namespace ncclguard::controllers::diagnoses {
 namespace {
 
-constexpr std::string_view kId = "efa-tcp-fallback";
+constexpr std::string_view kEfaTcpFallback = "efa-tcp-fallback";
 
 // Seen only in logs (controllers/log_transport.h decides each source's transport).
 class EfaTcpFallback final : public Diagnosis {
  public:
   EfaTcpFallback()
-      : Diagnosis({kId, "efa-tcp-fallback", 55,
+      : Diagnosis({kEfaTcpFallback, "efa-tcp-fallback", 55,
                    "NCCL's log says it moves data over TCP sockets (\"Using network Socket\", "
                    "\"via NET/Socket\", or aws-ofi-nccl on a libfabric provider other than efa) in "
                    "a pod that requested EFA: the job runs, 10-100x slower.",
@@ -34,7 +34,7 @@ class EfaTcpFallbackLog final : public LogMatcher {
       const TransportVerdict& verdict = scan.Transport(s);
       if (verdict.kind != NcclTransportKind::Socket) continue;
       if (source.efa_requested == false) continue;  // sockets are all it has
-      LogFinding finding{kId, s, source.name + ": " + verdict.why + ", not EFA", {}};
+      LogFinding finding{kEfaTcpFallback, s, source.name + ": " + verdict.why + ", not EFA", {}};
       for (const TransportLine& line : verdict.evidence) {
         finding.evidence.push_back({s, line.line, line.text});
       }
@@ -44,7 +44,7 @@ class EfaTcpFallbackLog final : public LogMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kId, EfaTcpFallbackLog);
+NCCLGUARD_REGISTER_LOG_MATCHER(kEfaTcpFallback, EfaTcpFallbackLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

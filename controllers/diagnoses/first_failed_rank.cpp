@@ -7,7 +7,7 @@
 namespace ncclguard::controllers::diagnoses {
 namespace {
 
-constexpr std::string_view kId = "first-failed-rank";
+constexpr std::string_view kFirstFailedRank = "first-failed-rank";
 constexpr std::size_t kMaxPeers = 3;
 constexpr int kRootCauseLines = 10;  // torchrun's "Root Cause" block is ~8 lines
 
@@ -15,7 +15,7 @@ class FirstFailedRank final : public Diagnosis {
  public:
   FirstFailedRank()
       : Diagnosis(
-            {kId, "nccl-timeout", 38,
+            {kFirstFailedRank, "nccl-timeout", 38,
              "Ranks stopped with \"remote process exited or there was a network error\" or "
              "\"Connection closed by remote peer\": one rank's failure took the others down. "
              "Names the first to fail (torchrun's \"Root Cause (first observed failure)\", or "
@@ -126,7 +126,7 @@ class FirstFailedRankLog final : public LogMatcher {
     const auto name = [&](std::size_t source) { return scan.Sources()[source].name; };
     std::string message = std::to_string(victims) + (victims == 1 ? " log stops" : " logs stop") +
                           " on a peer that exited or closed its connection";
-    LogFinding finding{kId, first_victim->remote->source, "", {}};
+    LogFinding finding{kFirstFailedRank, first_victim->remote->source, "", {}};
     if (root != nullptr) {
       message +=
           "; torchrun's first observed failure, in " + name(root->root_cause[0].source) + ":";
@@ -196,7 +196,7 @@ class FirstFailedRankLog final : public LogMatcher {
   std::set<std::string> peers_;
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kId, FirstFailedRankLog);
+NCCLGUARD_REGISTER_LOG_MATCHER(kFirstFailedRank, FirstFailedRankLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -4,12 +4,12 @@
 namespace ncclguard::controllers::diagnoses {
 namespace {
 
-constexpr std::string_view kId = "memory-registration-failed";
+constexpr std::string_view kMemoryRegistrationFailed = "memory-registration-failed";
 
 class MemoryRegistrationFailed final : public Diagnosis {
  public:
   MemoryRegistrationFailed()
-      : Diagnosis({kId, "memlock", 12,
+      : Diagnosis({kMemoryRegistrationFailed, "memlock", 12,
                    "A log says registering memory with the NIC failed for lack of locked memory: "
                    "aws-ofi-nccl \"Unable to register memory ... RC: -12, Error: Cannot allocate "
                    "memory\", libfabric or rdma-core ibv_reg_mr / fi_mr_reg failures (ENOMEM).",
@@ -25,7 +25,8 @@ NCCLGUARD_REGISTER_DIAGNOSIS(MemoryRegistrationFailed);
 class MemoryRegistrationFailedLog final : public LineMatcher {
  public:
   MemoryRegistrationFailedLog()
-      : LineMatcher(kId, "registering memory with the NIC failed (locked-memory limit)") {}
+      : LineMatcher(kMemoryRegistrationFailed,
+                    "registering memory with the NIC failed (locked-memory limit)") {}
 
  protected:
   bool Matches(std::string_view text) const override {
@@ -41,7 +42,7 @@ class MemoryRegistrationFailedLog final : public LineMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kId, MemoryRegistrationFailedLog);
+NCCLGUARD_REGISTER_LOG_MATCHER(kMemoryRegistrationFailed, MemoryRegistrationFailedLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

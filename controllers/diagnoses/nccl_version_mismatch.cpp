@@ -7,7 +7,7 @@
 namespace ncclguard::controllers::diagnoses {
 namespace {
 
-constexpr std::string_view kId = "nccl-version-mismatch";
+constexpr std::string_view kNcclVersionMismatch = "nccl-version-mismatch";
 constexpr std::size_t kMaxVersions = 8;
 constexpr std::size_t kMaxWhere = 3;
 constexpr std::size_t kMaxCounted = 4096;
@@ -16,7 +16,7 @@ class NcclVersionMismatch final : public Diagnosis {
  public:
   NcclVersionMismatch()
       : Diagnosis(
-            {kId, "nccl-version", 35,
+            {kNcclVersionMismatch, "nccl-version", 35,
              "The job's logs print different \"NCCL version 2.x.y\" lines across ranks (each "
              "rank 0 in NCCL 2.18-2.22, every process from 2.23, and PyTorch's NCCL errors), "
              "or NCCL's own \"Mismatched NCCL version detected\".",
@@ -85,7 +85,7 @@ class NcclVersionMismatchLog final : public LogMatcher {
     std::vector<LogFinding> findings;
     if (versions_.size() >= 2) {
       std::string message = "ranks run different NCCL versions:";
-      LogFinding finding{kId, versions_.begin()->second.first.source, "", {}};
+      LogFinding finding{kNcclVersionMismatch, versions_.begin()->second.first.source, "", {}};
       bool first = true;
       for (const auto& [version, seen] : versions_) {
         message += std::string(first ? " " : "; ") + version + " in ";
@@ -102,8 +102,8 @@ class NcclVersionMismatchLog final : public LogMatcher {
       finding.message = std::move(message);
       findings.push_back(std::move(finding));
     }
-    for (LogFinding& f :
-         detected_.Findings(kId, scan, "NCCL found ranks with different versions")) {
+    for (LogFinding& f : detected_.Findings(kNcclVersionMismatch, scan,
+                                            "NCCL found ranks with different versions")) {
       findings.push_back(std::move(f));
     }
     return findings;
@@ -120,7 +120,7 @@ class NcclVersionMismatchLog final : public LogMatcher {
   MatchedLines detected_;
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kId, NcclVersionMismatchLog);
+NCCLGUARD_REGISTER_LOG_MATCHER(kNcclVersionMismatch, NcclVersionMismatchLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -77,7 +77,7 @@ class DevShmStale : public Check {
   }
 };
 
-const RegisterCheck<DevShmStale> kRegistered;
+NCCLGUARD_REGISTER_CHECK(DevShmStale);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -32,7 +32,7 @@ class DriverVersion : public Check {
   }
 };
 
-const RegisterCheck<DriverVersion> kRegistered;
+NCCLGUARD_REGISTER_CHECK(DriverVersion);
 
 }  // namespace
 }  // namespace ncclguard::probes

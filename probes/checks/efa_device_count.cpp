@@ -55,7 +55,7 @@ class EfaDeviceCount : public Check {
   }
 };
 
-const RegisterCheck<EfaDeviceCount> kRegistered;
+NCCLGUARD_REGISTER_CHECK(EfaDeviceCount);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -44,7 +44,7 @@ class EfaProvider : public Check {
   }
 };
 
-const RegisterCheck<EfaProvider> kRegistered;
+NCCLGUARD_REGISTER_CHECK(EfaProvider);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -52,7 +52,7 @@ class GpuCount : public Check {
   }
 };
 
-const RegisterCheck<GpuCount> kRegistered;
+NCCLGUARD_REGISTER_CHECK(GpuCount);
 
 }  // namespace
 }  // namespace ncclguard::probes

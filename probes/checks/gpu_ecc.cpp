@@ -37,7 +37,7 @@ class GpuEcc : public Check {
   }
 };
 
-const RegisterCheck<GpuEcc> kRegistered;
+NCCLGUARD_REGISTER_CHECK(GpuEcc);
 
 }  // namespace
 }  // namespace ncclguard::probes

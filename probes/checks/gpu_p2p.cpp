@@ -82,7 +82,7 @@ class GpuP2p : public Check {
   }
 };
 
-const RegisterCheck<GpuP2p> kRegistered;
+NCCLGUARD_REGISTER_CHECK(GpuP2p);
 
 }  // namespace
 }  // namespace ncclguard::probes

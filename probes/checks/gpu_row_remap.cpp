@@ -32,7 +32,7 @@ class GpuRowRemap : public Check {
   }
 };
 
-const RegisterCheck<GpuRowRemap> kRegistered;
+NCCLGUARD_REGISTER_CHECK(GpuRowRemap);
 
 }  // namespace
 }  // namespace ncclguard::probes

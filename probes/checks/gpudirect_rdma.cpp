@@ -48,7 +48,7 @@ class GpudirectRdma : public Check {
   }
 };
 
-const RegisterCheck<GpudirectRdma> kRegistered;
+NCCLGUARD_REGISTER_CHECK(GpudirectRdma);
 
 }  // namespace
 }  // namespace ncclguard::probes

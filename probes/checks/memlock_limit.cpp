@@ -62,7 +62,7 @@ class MemlockLimitCheck : public Check {
   }
 };
 
-const RegisterCheck<MemlockLimitCheck> kRegistered;
+NCCLGUARD_REGISTER_CHECK(MemlockLimitCheck);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -36,7 +36,7 @@ class NcclVersion : public Check {
   }
 };
 
-const RegisterCheck<NcclVersion> kRegistered;
+NCCLGUARD_REGISTER_CHECK(NcclVersion);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -32,7 +32,7 @@ class NvlinkStatus : public Check {
   }
 };
 
-const RegisterCheck<NvlinkStatus> kRegistered;
+NCCLGUARD_REGISTER_CHECK(NvlinkStatus);
 
 }  // namespace
 }  // namespace ncclguard::probes

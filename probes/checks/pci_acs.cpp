@@ -123,7 +123,7 @@ class PciAcs : public Check {
   }
 };
 
-const RegisterCheck<PciAcs> kRegistered;
+NCCLGUARD_REGISTER_CHECK(PciAcs);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -62,7 +62,7 @@ class RemoveIpc : public Check {
   }
 };
 
-const RegisterCheck<RemoveIpc> kRegistered;
+NCCLGUARD_REGISTER_CHECK(RemoveIpc);
 
 }  // namespace
 }  // namespace ncclguard::probes

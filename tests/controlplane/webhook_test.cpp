@@ -33,7 +33,7 @@ json AdmissionResponse(const json& review, bool allowed, const json& patch = nul
       {"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"response", response}};
 }
 
-json Pod(const std::string& name) {
+json TrainPod(const std::string& name) {
   return {
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -85,7 +85,7 @@ class WebhookTest : public ::testing::Test {
   bool WaitUntilCalled() {
     return Eventually(
         [&] {
-          client_->Post(PodsPath() + "?dryRun=All", Pod("probe"));
+          client_->Post(PodsPath() + "?dryRun=All", TrainPod("probe"));
           return server_->requests_served() > 0;
         },
         seconds(15), std::chrono::milliseconds(200));
@@ -101,7 +101,7 @@ TEST_F(WebhookTest, MutatingWebhookPatchesThePod) {
   WebhookRegistration registration(*client_, Spec(WebhookKind::Mutating, "/mutate"));
   ASSERT_TRUE(WaitUntilCalled()) << "kube-apiserver never called " << server_->Url("/mutate");
 
-  KubeResponse created = client_->Post(PodsPath(), Pod("patched"));
+  KubeResponse created = client_->Post(PodsPath(), TrainPod("patched"));
   ASSERT_EQ(created.status, 201) << created.body;
   json stored = client_->Get(PodsPath() + "/patched").Json();
   EXPECT_EQ(stored["metadata"]["labels"]["ncclguard-patched"], "yes");
@@ -114,7 +114,7 @@ TEST_F(WebhookTest, ValidatingWebhookDeniesWithItsMessage) {
   WebhookRegistration registration(*client_, Spec(WebhookKind::Validating, "/validate"));
   ASSERT_TRUE(WaitUntilCalled()) << "kube-apiserver never called " << server_->Url("/validate");
 
-  KubeResponse denied = client_->Post(PodsPath(), Pod("denied"));
+  KubeResponse denied = client_->Post(PodsPath(), TrainPod("denied"));
   EXPECT_EQ(denied.status, 403) << denied.body;
   EXPECT_NE(denied.body.find(kDenialMessage), std::string::npos) << denied.body;
   EXPECT_EQ(client_->Get(PodsPath() + "/denied").status, 404);
@@ -125,7 +125,7 @@ TEST_F(WebhookTest, NamespaceSelectorLeavesOtherNamespacesAlone) {
   ASSERT_TRUE(WaitUntilCalled());
   std::string other = CreateTestNamespace(*client_, "webhook-other");
   int calls_before = server_->requests_served();
-  KubeResponse created = client_->Post("/api/v1/namespaces/" + other + "/pods", Pod("free"));
+  KubeResponse created = client_->Post("/api/v1/namespaces/" + other + "/pods", TrainPod("free"));
   EXPECT_EQ(created.status, 201) << created.body;
   EXPECT_EQ(server_->requests_served(), calls_before);
   client_->Delete("/api/v1/namespaces/" + other);
@@ -137,8 +137,8 @@ TEST_F(WebhookTest, DeletedRegistrationStopsTheCalls) {
     ASSERT_TRUE(WaitUntilCalled());
     EXPECT_EQ(client_->Get(registration.Path()).status, 200);
   }
-  EXPECT_TRUE(Eventually([&] { return client_->Post(PodsPath(), Pod("allowed")).status == 201; },
-                         seconds(15)))
+  EXPECT_TRUE(Eventually(
+      [&] { return client_->Post(PodsPath(), TrainPod("allowed")).status == 201; }, seconds(15)))
       << "pods were still denied after the configuration was deleted";
 }
 

@@ -7,18 +7,16 @@
 namespace ncclguard::test {
 namespace {
 
-std::string Log(const std::string& name) { return SourcePath("tests/fixtures/logs/" + name); }
-
 TEST(DiagnoseCli, CleanEfaLogExitsZero) {
-  const auto r = RunCli({"diagnose", Log("efa-nccl2.23-ofi1.13.log")});
+  const auto r = RunCli({"diagnose", LogFixturePath("efa-nccl2.23-ofi1.13.log")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("NCCL transport EFA"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0 findings in 1 log"), std::string::npos) << r.out;
 }
 
 TEST(DiagnoseCli, SocketFallbackExitsOneWithTheGuideLink) {
-  const auto r = RunCli(
-      {"diagnose", Log("socket-nccl2.18.log"), "--guide-base-url", "https://wiki.example/g"});
+  const auto r = RunCli({"diagnose", LogFixturePath("socket-nccl2.18.log"), "--guide-base-url",
+                         "https://wiki.example/g"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("efa-tcp-fallback"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("https://wiki.example/g#efa-tcp-fallback"), std::string::npos) << r.out;
@@ -26,8 +24,8 @@ TEST(DiagnoseCli, SocketFallbackExitsOneWithTheGuideLink) {
 }
 
 TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
-  const auto r =
-      RunCli({"diagnose", "-o", "json", Log("rank0-peer-closed.log"), Log("rank1-oom.log")});
+  const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("rank0-peer-closed.log"),
+                         LogFixturePath("rank1-oom.log")});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const core::Json findings = core::Json::parse(r.out);
   ASSERT_TRUE(findings.is_array());
@@ -43,15 +41,15 @@ TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
     }
   }
   EXPECT_EQ(findings[0]["id"], "gpu-oom");
-  EXPECT_EQ(findings[0]["file"], Log("rank1-oom.log"));
+  EXPECT_EQ(findings[0]["file"], LogFixturePath("rank1-oom.log"));
   EXPECT_EQ(findings[0]["lines"], core::Json::array({5}));
   EXPECT_EQ(findings[1]["id"], "first-failed-rank");
   EXPECT_NE(findings[1]["guide"].get<std::string>().find("#nccl-timeout"), std::string::npos);
 }
 
 TEST(DiagnoseCli, ReadsStandardInputBesideFiles) {
-  const auto r = RunCli({"diagnose", "-o", "json", Log("efa-nccl2.18-ofi1.7.log"), "-"},
-                        ReadFile(Log("memlock.log")));
+  const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("efa-nccl2.18-ofi1.7.log"), "-"},
+                        ReadFile(LogFixturePath("memlock.log")));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const core::Json findings = core::Json::parse(r.out);
   ASSERT_EQ(findings.size(), 1u) << r.out;
@@ -67,7 +65,8 @@ TEST(DiagnoseCli, EmptyJsonArrayWhenClean) {
 }
 
 TEST(DiagnoseCli, AMissingFileIsOneLineOnStderrAndNothingOnStdout) {
-  const auto r = RunCli({"diagnose", Log("socket-nccl2.18.log"), "/nonexistent/rank9.log"});
+  const auto r =
+      RunCli({"diagnose", LogFixturePath("socket-nccl2.18.log"), "/nonexistent/rank9.log"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("/nonexistent/rank9.log"), std::string::npos) << r.err;
@@ -76,7 +75,7 @@ TEST(DiagnoseCli, AMissingFileIsOneLineOnStderrAndNothingOnStdout) {
 
 TEST(DiagnoseCli, UsageErrorsExitTwo) {
   EXPECT_EQ(RunCli({"diagnose"}).exit_code, 2);
-  EXPECT_EQ(RunCli({"diagnose", "-o", "yaml", Log("memlock.log")}).exit_code, 2);
+  EXPECT_EQ(RunCli({"diagnose", "-o", "yaml", LogFixturePath("memlock.log")}).exit_code, 2);
   EXPECT_EQ(RunCli({"diagnose", "-", "-"}, "x\n").exit_code, 2);
   EXPECT_EQ(RunCli({"diagnose", SourcePath("tests/fixtures/logs")}).exit_code, 2);
 }

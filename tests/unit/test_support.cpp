@@ -86,6 +86,12 @@ std::string SourcePath(const std::string& relative) {
   return std::string(NCCLGUARD_SOURCE_DIR) + "/" + relative;
 }
 
+std::string LogFixturePath(const std::string& name) {
+  return SourcePath("tests/fixtures/logs/" + name);
+}
+
+std::string LogFixture(const std::string& name) { return ReadFile(LogFixturePath(name)); }
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path);

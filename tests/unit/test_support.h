@@ -26,6 +26,9 @@ core::Json CompliantPod();
 // A file under the source tree.
 std::string SourcePath(const std::string& relative);
 std::string ReadFile(const std::string& path);
+// The path of a saved log under tests/fixtures/logs/, and its text.
+std::string LogFixturePath(const std::string& name);
+std::string LogFixture(const std::string& name);
 
 // A file in the temporary directory holding `content`, removed when the object goes.
 class TempFile {

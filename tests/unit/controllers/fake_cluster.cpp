@@ -216,4 +216,12 @@ Json Terminated(const std::string& container, int exit_code, const std::string& 
                  {"state", {{"terminated", terminated}}}}}}};
 }
 
+Json EfaFailure() {
+  return Json::array({{{"id", "efa-device-count"},
+                       {"status", "Fail"},
+                       {"observed", "30"},
+                       {"expected", "32"},
+                       {"message", "30 of 32 EFA devices"}}});
+}
+
 }  // namespace ncclguard::test

@@ -63,6 +63,9 @@ class FakeCluster : public controllers::ClusterView {
 
 // Builders for tests.
 // A PyTorchJob on p5.48xlarge: one Master and `workers` Workers, 8 GPUs each.
+// A NodeValidation's status.checks with one failed check: 30 of 32 EFA devices.
+Json EfaFailure();
+
 Json P5PyTorchJob(const std::string& ns, const std::string& name, int workers,
                   bool gate_pending = true);
 // A pod of a Kubeflow job, with `status` as given.

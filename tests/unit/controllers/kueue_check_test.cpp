@@ -21,14 +21,6 @@ using namespace std::chrono_literals;
 const controllers::Timestamp kReserved =
     controllers::Timestamp(std::chrono::seconds(1'800'000'000));
 
-Json EfaFailure() {
-  return Json::array({{{"id", "efa-device-count"},
-                       {"status", "Fail"},
-                       {"observed", "30"},
-                       {"expected", "32"},
-                       {"message", "30 of 32 EFA devices"}}});
-}
-
 Json GpuTemplate() {
   return {
       {"spec",

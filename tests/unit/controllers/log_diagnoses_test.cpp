@@ -58,10 +58,6 @@ Result ScanOne(const std::string& text, std::optional<bool> efa_requested = std:
   return Scan({{"rank0.log", text, efa_requested}});
 }
 
-std::string Fixture(const std::string& name) {
-  return ReadFile(SourcePath("tests/fixtures/logs/" + name));
-}
-
 // Everything a scan says, for checks that something never appears in it.
 std::string AllText(const Result& r) {
   std::string all;
@@ -96,7 +92,7 @@ TEST(LogMatchers, EachFindsARegisteredDiagnosisWithAGuideSection) {
 
 TEST(LogTransport, EfaWithPluginUpTo1_11OnNccl2_18IsEfaAndSilent) {
   // The log mentions sockets: c10d's store, NCCL's bootstrap, NCCL_SOCKET_IFNAME.
-  const Result r = ScanOne(Fixture("efa-nccl2.18-ofi1.7.log"));
+  const Result r = ScanOne(LogFixture("efa-nccl2.18-ofi1.7.log"));
   EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
   EXPECT_EQ(r.transports[0].plugin_version, "aws-ofi-nccl 1.7.4-aws");
   EXPECT_EQ(r.transports[0].provider, "efa");
@@ -104,7 +100,7 @@ TEST(LogTransport, EfaWithPluginUpTo1_11OnNccl2_18IsEfaAndSilent) {
 }
 
 TEST(LogTransport, EfaWithPlugin1_13OnNccl2_23IsEfa) {
-  const Result r = ScanOne(Fixture("efa-nccl2.23-ofi1.13.log"));
+  const Result r = ScanOne(LogFixture("efa-nccl2.23-ofi1.13.log"));
   EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Efa);
   EXPECT_EQ(r.transports[0].plugin_version, "aws-ofi-nccl 1.13.2");
   EXPECT_EQ(r.transports[0].provider, "efa");
@@ -130,7 +126,7 @@ TEST(LogTransport, ChannelLinesAloneDecide) {
 
 TEST(LogTransport, SocketFallbackOnNccl2_18AndOn2_23IsFound) {
   for (const char* file : {"socket-nccl2.18.log", "socket-nccl2.23.log"}) {
-    const Result r = ScanOne(Fixture(file));
+    const Result r = ScanOne(LogFixture(file));
     EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket) << file;
     const auto found = r.Of("efa-tcp-fallback");
     ASSERT_EQ(found.size(), 1u) << file;
@@ -146,7 +142,7 @@ TEST(LogTransport, SocketFallbackOnNccl2_18AndOn2_23IsFound) {
 }
 
 TEST(LogTransport, PluginOnTheLibfabricTcpProviderIsSocket) {
-  const Result r = ScanOne(Fixture("ofi-tcp-provider.log"));
+  const Result r = ScanOne(LogFixture("ofi-tcp-provider.log"));
   EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
   EXPECT_EQ(r.transports[0].provider, "tcp");
   ASSERT_EQ(r.Of("efa-tcp-fallback").size(), 1u);
@@ -154,10 +150,10 @@ TEST(LogTransport, PluginOnTheLibfabricTcpProviderIsSocket) {
 }
 
 TEST(LogTransport, SocketsInAPodThatRequestedNoEfaAreNoFinding) {
-  const Result r = ScanOne(Fixture("socket-nccl2.18.log"), false);
+  const Result r = ScanOne(LogFixture("socket-nccl2.18.log"), false);
   EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
   EXPECT_TRUE(r.Of("efa-tcp-fallback").empty());
-  EXPECT_EQ(ScanOne(Fixture("socket-nccl2.18.log"), true).Of("efa-tcp-fallback").size(), 1u);
+  EXPECT_EQ(ScanOne(LogFixture("socket-nccl2.18.log"), true).Of("efa-tcp-fallback").size(), 1u);
 }
 
 TEST(LogTransport, BootstrapAndSocketIfnameLinesAreNotFallback) {
@@ -260,8 +256,8 @@ TEST(LogWatchdog, TimeoutsOfEachPyTorchGenerationAreFound) {
 // --- NCCL versions -------------------------------------------------------------------------
 
 TEST(LogNcclVersion, DifferentVersionsAcrossRanksAreFound) {
-  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
-                         {"rank1.log", Fixture("rank1-nccl2.20.log")}});
+  const Result r = Scan({{"rank0.log", LogFixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", LogFixture("rank1-nccl2.20.log")}});
   const auto found = r.Of("nccl-version-mismatch");
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].message.find("2.18.5 in rank0.log"), std::string::npos) << found[0].message;
@@ -286,8 +282,8 @@ TEST(LogNcclVersion, NcclsOwnMismatchWarningIsFound) {
 }
 
 TEST(LogNcclVersion, OneVersionEverywhereIsSilent) {
-  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
-                         {"rank1.log", Fixture("rank0-peer-closed.log")},
+  const Result r = Scan({{"rank0.log", LogFixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", LogFixture("rank0-peer-closed.log")},
                          {"rank2.log", "NCCL version 2.18.5+cuda12.2\n"}});
   EXPECT_TRUE(r.Of("nccl-version-mismatch").empty());
 }
@@ -295,8 +291,8 @@ TEST(LogNcclVersion, OneVersionEverywhereIsSilent) {
 // --- the first rank to fail ----------------------------------------------------------------
 
 TEST(LogFirstFailedRank, NamesTheRankThatFailedOnItsOwn) {
-  const Result r = Scan(
-      {{"rank0.log", Fixture("rank0-peer-closed.log")}, {"rank1.log", Fixture("rank1-oom.log")}});
+  const Result r = Scan({{"rank0.log", LogFixture("rank0-peer-closed.log")},
+                         {"rank1.log", LogFixture("rank1-oom.log")}});
   const auto found = r.Of("first-failed-rank");
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].message.find("the first to fail: rank1.log:5 (rank 1)"), std::string::npos)
@@ -327,7 +323,7 @@ TEST(LogFirstFailedRank, TorchrunsRootCauseWins) {
 }
 
 TEST(LogFirstFailedRank, WithoutTheFailedRanksLogThePeerIsNamed) {
-  const Result r = ScanOne(Fixture("rank0-peer-closed.log"));
+  const Result r = ScanOne(LogFixture("rank0-peer-closed.log"));
   const auto found = r.Of("first-failed-rank");
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].message.find("worker-1.trainer.default.svc.cluster.local"), std::string::npos);
@@ -344,15 +340,15 @@ TEST(LogFirstFailedRank, AnErrorAfterTheRemoteOneIsNotTheCause) {
 }
 
 TEST(LogFirstFailedRank, AFailureWithoutAChainIsNotOne) {
-  EXPECT_TRUE(ScanOne(Fixture("rank1-oom.log")).Of("first-failed-rank").empty());
+  EXPECT_TRUE(ScanOne(LogFixture("rank1-oom.log")).Of("first-failed-rank").empty());
 }
 
 // --- redaction, bounds, splitting ----------------------------------------------------------
 
 TEST(LogRedaction, ASecretInANeighbouringLineNeverAppears) {
-  const Result r = Scan({{"a.log", Fixture("efa-nccl2.18-ofi1.7.log")},
-                         {"b.log", Fixture("socket-nccl2.18.log")},
-                         {"c.log", Fixture("memlock.log")}});
+  const Result r = Scan({{"a.log", LogFixture("efa-nccl2.18-ofi1.7.log")},
+                         {"b.log", LogFixture("socket-nccl2.18.log")},
+                         {"c.log", LogFixture("memlock.log")}});
   EXPECT_FALSE(r.findings.empty());
   const std::string all = AllText(r);
   for (const char* secret :
@@ -410,11 +406,11 @@ TEST(LineSplitterTest, SplitsAcrossChunksCutsLongLinesAndKeepsTheLastLine) {
 }
 
 TEST(LogDiagnoses, ACleanEfaRunSaysNothing) {
-  const Result r = Scan({{"rank0.log", Fixture("efa-nccl2.18-ofi1.7.log")},
-                         {"rank1.log", Fixture("efa-nccl2.23-ofi1.13.log")}});
+  const Result r = Scan({{"rank0.log", LogFixture("efa-nccl2.18-ofi1.7.log")},
+                         {"rank1.log", LogFixture("efa-nccl2.23-ofi1.13.log")}});
   // 2.18.5 and 2.23.4 differ: only the version diagnosis speaks.
   EXPECT_EQ(r.Ids(), std::set<std::string>{"nccl-version-mismatch"});
-  EXPECT_TRUE(ScanOne(Fixture("efa-nccl2.23-ofi1.13.log")).findings.empty());
+  EXPECT_TRUE(ScanOne(LogFixture("efa-nccl2.23-ofi1.13.log")).findings.empty());
 }
 
 }  // namespace

@@ -22,30 +22,26 @@ using controllers::NcclTransportKind;
 using controllers::PodLogDigest;
 using controllers::Timestamp;
 
-const Timestamp kNow =
+const Timestamp kLogsNow =
     std::chrono::sys_days(std::chrono::year(2026) / 12 / 3) + std::chrono::hours(13);
-
-std::string Fixture(const std::string& name) {
-  return ReadFile(SourcePath("tests/fixtures/logs/" + name));
-}
 
 TEST(PodLogDigests, SocketsInAPodThatRequestedEfaAreAFinding) {
   const PodLogDigest d = DigestPodLog("w-0 container pytorch", "pytorch", "Running", true,
-                                      Fixture("socket-nccl2.23.log"));
+                                      LogFixture("socket-nccl2.23.log"));
   EXPECT_EQ(d.transport.kind, NcclTransportKind::Socket);
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].id, "efa-tcp-fallback");
   EXPECT_EQ(d.findings[0].message.rfind("pod w-0 container pytorch: ", 0), 0u)
       << d.findings[0].message;
   EXPECT_EQ(DigestPodLog("w-0 container pytorch", "pytorch", "Running", false,
-                         Fixture("socket-nccl2.23.log"))
+                         LogFixture("socket-nccl2.23.log"))
                 .findings.size(),
             0u);
 }
 
 TEST(PodLogDigests, ALaterTailKeepsWhatTheEarlierOneShowed) {
   const PodLogDigest first =
-      DigestPodLog("w-0 container c", "c", "Running", true, Fixture("socket-nccl2.18.log"));
+      DigestPodLog("w-0 container c", "c", "Running", true, LogFixture("socket-nccl2.18.log"));
   // Later the init lines have scrolled out of the tail.
   const PodLogDigest later =
       DigestPodLog("w-0 container c", "c", "Running", true, "step 9000 loss 1.1\n");
@@ -73,15 +69,15 @@ status: {phase: Running}
 
 TEST(LogReadPlannerTest, OncePerPhaseAndSlowlyWhileRunning) {
   LogReadPlanner planner(LogReadLimits{std::chrono::seconds(300), 2, 10});
-  EXPECT_FALSE(planner.Due("n/p", "Pending", kNow));
-  EXPECT_FALSE(planner.Due("n/p", "", kNow));
-  EXPECT_TRUE(planner.Due("n/p", "Running", kNow));
-  planner.Read("n/p", "Running", kNow);
-  EXPECT_FALSE(planner.Due("n/p", "Running", kNow + std::chrono::seconds(299)));
-  EXPECT_TRUE(planner.Due("n/p", "Running", kNow + std::chrono::seconds(300)));
-  EXPECT_TRUE(planner.Due("n/p", "Failed", kNow + std::chrono::seconds(1)));
-  planner.Read("n/p", "Failed", kNow + std::chrono::seconds(1));
-  EXPECT_FALSE(planner.Due("n/p", "Failed", kNow + std::chrono::hours(5)));
+  EXPECT_FALSE(planner.Due("n/p", "Pending", kLogsNow));
+  EXPECT_FALSE(planner.Due("n/p", "", kLogsNow));
+  EXPECT_TRUE(planner.Due("n/p", "Running", kLogsNow));
+  planner.Read("n/p", "Running", kLogsNow);
+  EXPECT_FALSE(planner.Due("n/p", "Running", kLogsNow + std::chrono::seconds(299)));
+  EXPECT_TRUE(planner.Due("n/p", "Running", kLogsNow + std::chrono::seconds(300)));
+  EXPECT_TRUE(planner.Due("n/p", "Failed", kLogsNow + std::chrono::seconds(1)));
+  planner.Read("n/p", "Failed", kLogsNow + std::chrono::seconds(1));
+  EXPECT_FALSE(planner.Due("n/p", "Failed", kLogsNow + std::chrono::hours(5)));
   planner.Retain({});
   EXPECT_EQ(planner.Tracked(), 0u);
 }
@@ -89,9 +85,10 @@ TEST(LogReadPlannerTest, OncePerPhaseAndSlowlyWhileRunning) {
 TEST(LogReadPlannerTest, TheGlobalRateIsATokenBucket) {
   LogReadPlanner planner(LogReadLimits{std::chrono::seconds(300), 2, 10});
   int taken = 0;
-  for (int i = 0; i < 50; ++i) taken += planner.TakeToken(kNow) ? 1 : 0;
+  for (int i = 0; i < 50; ++i) taken += planner.TakeToken(kLogsNow) ? 1 : 0;
   EXPECT_EQ(taken, 10);
-  for (int i = 0; i < 50; ++i) taken += planner.TakeToken(kNow + std::chrono::seconds(3)) ? 1 : 0;
+  for (int i = 0; i < 50; ++i)
+    taken += planner.TakeToken(kLogsNow + std::chrono::seconds(3)) ? 1 : 0;
   EXPECT_EQ(taken, 16);
 }
 
@@ -122,7 +119,7 @@ class TransportCondition : public ::testing::Test {
     return nullptr;
   }
   std::vector<controllers::RecordEvent> ReconcileAndApply() {
-    const auto result = controllers::ReconcileTrainingJob(key_, cluster_, kNow);
+    const auto result = controllers::ReconcileTrainingJob(key_, cluster_, kLogsNow);
     std::vector<controllers::RecordEvent> events;
     for (const auto& a : result.actions)
       if (const auto* e = std::get_if<controllers::RecordEvent>(&a)) events.push_back(*e);
@@ -136,9 +133,10 @@ class TransportCondition : public ::testing::Test {
 TEST_F(TransportCondition, SocketInAPodThatRequestedEfaIsAConditionAndAWarning) {
   cluster_.logs["llm-master-0"] = {DigestPodLog("llm-master-0 container pytorch", "pytorch",
                                                 "Running", true,
-                                                Fixture("efa-nccl2.23-ofi1.13.log"))};
+                                                LogFixture("efa-nccl2.23-ofi1.13.log"))};
   cluster_.logs["llm-worker-0"] = {DigestPodLog("llm-worker-0 container pytorch", "pytorch",
-                                                "Running", true, Fixture("socket-nccl2.18.log"))};
+                                                "Running", true,
+                                                LogFixture("socket-nccl2.18.log"))};
   const auto events = ReconcileAndApply();
   const Json condition = Condition(std::string(core::kTransportCondition));
   ASSERT_TRUE(condition.is_object()) << cluster_.JobObject(key_).dump();
@@ -156,13 +154,13 @@ TEST_F(TransportCondition, SocketInAPodThatRequestedEfaIsAConditionAndAWarning) 
   EXPECT_NE(events[0].note.find("Using network Socket"), std::string::npos) << events[0].note;
   EXPECT_NE(events[0].note.find("#efa-tcp-fallback"), std::string::npos) << events[0].note;
   // Level-triggered: the same logs say nothing new.
-  EXPECT_TRUE(controllers::ReconcileTrainingJob(key_, cluster_, kNow).actions.empty());
+  EXPECT_TRUE(controllers::ReconcileTrainingJob(key_, cluster_, kLogsNow).actions.empty());
 }
 
 TEST_F(TransportCondition, EfaEverywhereIsTrueAndQuiet) {
   for (const char* pod : {"llm-master-0", "llm-worker-0"}) {
     cluster_.logs[pod] = {DigestPodLog(std::string(pod) + " container pytorch", "pytorch",
-                                       "Running", true, Fixture("efa-nccl2.18-ofi1.7.log"))};
+                                       "Running", true, LogFixture("efa-nccl2.18-ofi1.7.log"))};
   }
   const auto events = ReconcileAndApply();
   const Json condition = Condition(std::string(core::kTransportCondition));
@@ -189,7 +187,7 @@ TEST_F(TransportCondition, LogsWithoutNcclLinesAreUnknownAndUnreadLogsSetNothing
 
 TEST_F(TransportCondition, OtherLogDiagnosesBecomeEventsAndTheDiagnosisCondition) {
   cluster_.logs["llm-worker-0"] = {DigestPodLog("llm-worker-0 container pytorch", "pytorch",
-                                                "Running", true, Fixture("memlock.log"))};
+                                                "Running", true, LogFixture("memlock.log"))};
   const auto events = ReconcileAndApply();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].reason, core::ReasonFromId("memory-registration-failed"));

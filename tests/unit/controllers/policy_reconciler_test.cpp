@@ -10,7 +10,7 @@ namespace {
 
 using namespace controllers;
 
-const Timestamp kT0 =
+const Timestamp kPolicyT0 =
     std::chrono::sys_days(std::chrono::year(2026) / 12 / 2) + std::chrono::hours(14);
 
 Json Policy(int port) {
@@ -36,7 +36,7 @@ TEST(PolicyKey, IsTheObjectName) {
 }
 
 TEST(ReconcileNcclPolicy, AcceptsAUsablePolicyThroughTheStatusSubresource) {
-  const ReconcileResult result = ReconcileNcclPolicy({"default"}, Policy(23456), kT0);
+  const ReconcileResult result = ReconcileNcclPolicy({"default"}, Policy(23456), kPolicyT0);
   const MergePatch& patch = OnlyPatch(result);
   EXPECT_TRUE(patch.status_subresource);
   EXPECT_EQ(patch.target.resource, "ncclpolicies");
@@ -52,7 +52,7 @@ TEST(ReconcileNcclPolicy, AcceptsAUsablePolicyThroughTheStatusSubresource) {
 
 TEST(ReconcileNcclPolicy, RefusesAnUnusablePolicyNamingTheFieldThenSaysNothingMore) {
   Json object = Policy(70000);
-  const ReconcileResult result = ReconcileNcclPolicy({"default"}, object, kT0);
+  const ReconcileResult result = ReconcileNcclPolicy({"default"}, object, kPolicyT0);
   const Json& condition = OnlyPatch(result).patch["status"]["conditions"][0];
   EXPECT_EQ(condition["status"], "False");
   EXPECT_EQ(condition["reason"], "Invalid");
@@ -63,14 +63,14 @@ TEST(ReconcileNcclPolicy, RefusesAnUnusablePolicyNamingTheFieldThenSaysNothingMo
   // Level-triggered: once the status says so, the next reconcile has nothing to do.
   object.merge_patch(OnlyPatch(result).patch);
   EXPECT_TRUE(
-      ReconcileNcclPolicy({"default"}, object, kT0 + std::chrono::hours(1)).actions.empty());
+      ReconcileNcclPolicy({"default"}, object, kPolicyT0 + std::chrono::hours(1)).actions.empty());
 }
 
 TEST(ReconcileNcclPolicy, LeavesOtherNamesAndDeletedObjectsAlone) {
   Json other = Policy(23456);
   other["metadata"]["name"] = "team-a";
-  EXPECT_TRUE(ReconcileNcclPolicy({"team-a"}, other, kT0).actions.empty());
-  EXPECT_TRUE(ReconcileNcclPolicy({"default"}, std::nullopt, kT0).actions.empty());
+  EXPECT_TRUE(ReconcileNcclPolicy({"team-a"}, other, kPolicyT0).actions.empty());
+  EXPECT_TRUE(ReconcileNcclPolicy({"default"}, std::nullopt, kPolicyT0).actions.empty());
 }
 
 }  // namespace

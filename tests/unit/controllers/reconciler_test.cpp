@@ -36,14 +36,6 @@ Json Condition(const Json& job, const std::string& type) {
   return nullptr;
 }
 
-Json EfaFailure() {
-  return Json::array({{{"id", "efa-device-count"},
-                       {"status", "Fail"},
-                       {"observed", "30"},
-                       {"expected", "32"},
-                       {"message", "30 of 32 EFA devices"}}});
-}
-
 class Reconciler : public ::testing::Test {
  protected:
   void SetUp() override {

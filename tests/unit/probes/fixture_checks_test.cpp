@@ -14,10 +14,6 @@ namespace {
 
 using probes::CheckStatus;
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 std::shared_ptr<FakeFactSources> P5Sources(int efa_domains) {
   auto sources = std::make_shared<FakeFactSources>();
   sources->fabric = EfaFabric(efa_domains);

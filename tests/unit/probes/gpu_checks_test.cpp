@@ -19,10 +19,6 @@ probes::ProbeReport RunGpu(probes::GpuFacts gpu,
   return RunFixture({"does-not-exist", std::move(instance_type)}, sources);
 }
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(GpuChecks, WithoutADriverEveryGpuCheckSkipsWithNoCudaDriver) {
   const auto report = RunGpu(NoDriver(), std::nullopt);
   for (const char* id : kGpuChecks) {

@@ -74,4 +74,8 @@ const probes::CheckResult& ResultOf(const probes::ProbeReport& report, const std
   throw std::out_of_range("no result for check " + id);
 }
 
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace ncclguard::test

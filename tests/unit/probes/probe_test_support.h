@@ -44,6 +44,9 @@ struct FixtureRun {
 };
 probes::ProbeReport RunFixture(const FixtureRun& run, std::shared_ptr<FakeFactSources> sources);
 
+// Whether `text` holds `part` (a message or an observed value).
+bool Contains(const std::string& text, const std::string& part);
+
 const probes::CheckResult& ResultOf(const probes::ProbeReport& report, const std::string& id);
 
 }  // namespace ncclguard::test

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "async-error-handling-missing";
+constexpr const char* kAsyncErrorHandlingMissingRule = "async-error-handling-missing";
 constexpr const char* kVar = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 
 core::Json PodWithoutVar() {
@@ -62,7 +62,7 @@ spec:
 TEST(AsyncErrorHandlingMissing, AddsTheVariableToAnEfaContainer) {
   const core::Evaluation result = Check(PodWithoutVar());
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kAsyncErrorHandlingMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Fix);
@@ -85,7 +85,7 @@ TEST(AsyncErrorHandlingMissing, FixIsIdempotent) {
 
 TEST(AsyncErrorHandlingMissing, KeepsAUserValue) {
   const core::Evaluation result = CheckPodEnv(kVar, "0");
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kAsyncErrorHandlingMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -93,14 +93,14 @@ TEST(AsyncErrorHandlingMissing, RespectsTheDeprecatedName) {
   core::Json pod = PodWithoutVar();
   SetEnv(ContainerOf(pod), "NCCL_ASYNC_ERROR_HANDLING", "1");
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kAsyncErrorHandlingMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
   EXPECT_EQ(FindingsOf(result, "nccl-env-deprecated").size(), 1u) << Dump(result);
 }
 
 TEST(AsyncErrorHandlingMissing, DoesNotFireForASingleGpuPodWithoutEfa) {
   const core::Evaluation result = Check(SingleGpuPod());
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kAsyncErrorHandlingMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -110,13 +110,13 @@ TEST(AsyncErrorHandlingMissing, FiresForASingleGpuPodWithRendezvousVariables) {
     core::Json pod = SingleGpuPod();
     SetEnv(ContainerOf(pod), name, "2");
     const core::Evaluation result = Check(pod);
-    EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+    EXPECT_EQ(FindingsOf(result, kAsyncErrorHandlingMissingRule).size(), 1u) << Dump(result);
   }
 }
 
 TEST(AsyncErrorHandlingMissing, FixesEveryGpuReplicaOfAMultiPodJob) {
   const core::Evaluation result = Check(TwoPodJob());
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kAsyncErrorHandlingMissingRule);
   ASSERT_EQ(findings.size(), 2u) << Dump(result);
   EXPECT_EQ(findings[0].path, "/spec/pytorchReplicaSpecs/Master/template/spec/containers/0/env");
   EXPECT_EQ(findings[1].path, "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env");
@@ -141,18 +141,18 @@ TEST(AsyncErrorHandlingMissing, LeavesAContainerWithEnvFromAlone) {
   core::Json pod = PodWithoutVar();
   ContainerOf(pod)["envFrom"] = Yaml("list: [{configMapRef: {name: nccl-env}}]")["list"];
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kAsyncErrorHandlingMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
 TEST(AsyncErrorHandlingMissing, LeavesCpuContainersAlone) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod);
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kAsyncErrorHandlingMissingRule).empty());
 }
 
 TEST(AsyncErrorHandlingMissing, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kAsyncErrorHandlingMissingRule).empty());
 }
 
 }  // namespace

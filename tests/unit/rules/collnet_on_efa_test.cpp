@@ -5,12 +5,12 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "collnet-on-efa";
+constexpr const char* kCollnetOnEfaRule = "collnet-on-efa";
 
 TEST(CollnetOnEfa, WarnsWhenCollnetIsEnabledOnAnEfaPod) {
   const core::Evaluation result = CheckPodEnv("NCCL_COLLNET_ENABLE", "1");
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kCollnetOnEfaRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
@@ -25,7 +25,7 @@ TEST(CollnetOnEfa, WarnsOnAPodThatRequestsEfaWithoutAnInstanceType) {
   core::Json pod = CompliantPod();
   pod["spec"].erase("nodeSelector");
   SetEnv(ContainerOf(pod), "NCCL_COLLNET_ENABLE", "1");
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kCollnetOnEfaRule).size(), 1u);
 }
 
 TEST(CollnetOnEfa, IgnoresAPodWithoutEfa) {
@@ -40,15 +40,15 @@ spec:
       env: [{name: NCCL_COLLNET_ENABLE, value: "1"}]
       resources: {limits: {nvidia.com/gpu: 8}}
 )"));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kCollnetOnEfaRule).empty()) << Dump(result);
 }
 
 TEST(CollnetOnEfa, IgnoresCollnetDisabled) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_COLLNET_ENABLE", "0"), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_COLLNET_ENABLE", "0"), kCollnetOnEfaRule).empty());
 }
 
 TEST(CollnetOnEfa, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kCollnetOnEfaRule).empty());
 }
 
 }  // namespace

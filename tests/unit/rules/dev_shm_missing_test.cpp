@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "dev-shm-missing";
+constexpr const char* kDevShmMissingRule = "dev-shm-missing";
 
 const core::Json kVolume = {{"name", "ncclguard-dshm"}, {"emptyDir", {{"medium", "Memory"}}}};
 const core::Json kMount = {{"name", "ncclguard-dshm"}, {"mountPath", "/dev/shm"}};
@@ -31,7 +31,7 @@ core::Json TwoGpuContainersWithoutShm() {
 TEST(DevShmMissing, AddsOneVolumeAndAMountPerGpuContainer) {
   const core::Evaluation result = Check(TwoGpuContainersWithoutShm());
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kDevShmMissingRule);
   ASSERT_EQ(findings.size(), 2u) << Dump(result);
   EXPECT_EQ(findings[0].level, core::Level::Fix);
   EXPECT_EQ(findings[0].path, "/spec/containers/0/volumeMounts");
@@ -84,7 +84,7 @@ TEST(DevShmMissing, AcceptsAnExistingMountWithATrailingSlash) {
   core::Json pod = CompliantPod();
   ContainerOf(pod)["volumeMounts"][0]["mountPath"] = "/dev/shm/";
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kDevShmMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -92,12 +92,12 @@ TEST(DevShmMissing, LeavesCpuContainersAlone) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kDevShmMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
 TEST(DevShmMissing, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kDevShmMissingRule).empty());
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "efa-count-mismatch";
+constexpr const char* kEfaCountMismatchRule = "efa-count-mismatch";
 
 core::Json PodWith(const std::string& instance_type, int gpus, int efa) {
   core::Json pod = CompliantPod();
@@ -18,7 +18,7 @@ core::Json PodWith(const std::string& instance_type, int gpus, int efa) {
 TEST(EfaCountMismatch, DeniesSixteenEfaOnAnEightGpuP5Container) {
   const core::Evaluation result = Check(PodWith("p5.48xlarge", 8, 16));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaCountMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -33,42 +33,42 @@ TEST(EfaCountMismatch, DeniesSixteenEfaOnAnEightGpuP5Container) {
 
 TEST(EfaCountMismatch, DeniesAnExplicitZero) {
   const core::Evaluation result = Check(PodWith("p5.48xlarge", 8, 0));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaCountMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_TRUE(Mentions(findings.front().message, "requests 0"));
 }
 
 TEST(EfaCountMismatch, DeniesOneEfaTooManyForOneGpuOnP4d) {
   const core::Evaluation result = Check(PodWith("p4d.24xlarge", 1, 2));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaCountMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_TRUE(Mentions(findings.front().message, "need 1"));
 }
 
 TEST(EfaCountMismatch, AcceptsTheRoundedUpShareForOneGpuOnP4d) {
   const core::Evaluation result = Check(PodWith("p4d.24xlarge", 1, 1));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaCountMismatchRule).empty()) << Dump(result);
 }
 
 TEST(EfaCountMismatch, AcceptsSixteenForFourGpusOnP5) {
   const core::Evaluation result = Check(PodWith("p5.48xlarge", 4, 16));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaCountMismatchRule).empty()) << Dump(result);
 }
 
 TEST(EfaCountMismatch, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kEfaCountMismatchRule).empty());
 }
 
 TEST(EfaCountMismatch, IgnoresAnInstanceTypeOutsideTheCatalog) {
   const core::Evaluation result = Check(PodWith("g5.48xlarge", 8, 1));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaCountMismatchRule).empty()) << Dump(result);
 }
 
 TEST(EfaCountMismatch, IgnoresEfaOnACpuContainer) {
   core::Json pod = CompliantPod();
   SetResource(AddCpuSidecar(pod), kEfaKey, 1);
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaCountMismatchRule).empty()) << Dump(result);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "efa-env-missing";
+constexpr const char* kEfaEnvMissingRule = "efa-env-missing";
 
 core::Json Var(const std::string& name, const std::string& value) {
   return core::Json{{"name", name}, {"value", value}};
@@ -27,7 +27,7 @@ std::string EnvValue(const core::Json& pod, const std::string& name) {
 TEST(EfaEnvMissing, AddsFiEfaUseDeviceRdmaOnP5) {
   const core::Evaluation result = Check(PodWithout({"FI_EFA_USE_DEVICE_RDMA"}));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaEnvMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Fix);
@@ -47,7 +47,7 @@ TEST(EfaEnvMissing, AddsAllThreeVariablesInOrder) {
   const core::Evaluation result =
       Check(PodWithout({"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_SOCKET_IFNAME"}));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaEnvMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_TRUE(Mentions(
       findings.front().message,
@@ -79,7 +79,7 @@ TEST(EfaEnvMissing, CreatesTheEnvListWhenTheContainerHasNone) {
 
 TEST(EfaEnvMissing, NeverOverridesAUserFiProvider) {
   const core::Evaluation result = CheckPodEnv("FI_PROVIDER", "tcp");
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaEnvMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
   EXPECT_EQ(EnvValue(result.fixed, "FI_PROVIDER"), "tcp");
 }
@@ -110,7 +110,7 @@ instanceTypes:
   SetInstanceType(pod, "p4de.24xlarge");
   SetResource(ContainerOf(pod), kEfaKey, 4);
   const core::Evaluation result = Check(pod, policy);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaEnvMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -129,7 +129,7 @@ TEST(EfaEnvMissing, LeavesAContainerWithEnvFromAlone) {
   core::Json pod = PodWithout({"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_SOCKET_IFNAME"});
   ContainerOf(pod)["envFrom"] = Yaml("list: [{configMapRef: {name: efa-env}}]")["list"];
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaEnvMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -137,7 +137,7 @@ TEST(EfaEnvMissing, LeavesCpuContainersOfAnEfaPodAlone) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaEnvMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -153,7 +153,7 @@ TEST(EfaEnvMissing, DoesNotAddFiProviderEfaWhereNoEfaDeviceWillBeRequested) {
 }
 
 TEST(EfaEnvMissing, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kEfaEnvMissingRule).empty());
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "efa-resources-missing";
+constexpr const char* kEfaResourcesMissingRule = "efa-resources-missing";
 constexpr const char* kRequestsEfa = "/spec/containers/0/resources/requests/vpc.amazonaws.com~1efa";
 constexpr const char* kLimitsEfa = "/spec/containers/0/resources/limits/vpc.amazonaws.com~1efa";
 
@@ -28,7 +28,7 @@ core::Json PodWithoutEfaOrNodeSelector() {
 TEST(EfaResourcesMissing, AddsThirtyTwoEfaToEightGpuContainerOnP5) {
   const core::Evaluation result = Check(PodWithoutEfa());
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kEfaResourcesMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Fix);
@@ -50,12 +50,12 @@ TEST(EfaResourcesMissing, FixIsIdempotent) {
   const core::Evaluation result = Check(PodWithoutEfa());
   ASSERT_FALSE(result.patch.empty());
   EXPECT_EQ(RepatchOf(result), core::Json::array());
-  EXPECT_TRUE(FindingsOf(Check(result.fixed), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(result.fixed), kEfaResourcesMissingRule).empty());
 }
 
 TEST(EfaResourcesMissing, RoundsUpToOneEfaForOneGpuOnP4d) {
   const core::Evaluation result = Check(PodWithoutEfa("p4d.24xlarge", 1));
-  ASSERT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  ASSERT_EQ(FindingsOf(result, kEfaResourcesMissingRule).size(), 1u) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array({AddOp(kRequestsEfa, "1"), AddOp(kLimitsEfa, "1")}));
   EXPECT_TRUE(FindingsOf(result, "efa-count-mismatch").empty()) << Dump(result);
 }
@@ -85,7 +85,7 @@ TEST(EfaResourcesMissing, NeverOverridesAnExplicitCountAndEfaCountMismatchDenies
   SetResource(ContainerOf(pod), kEfaKey, 16);
   const core::Evaluation result = Check(pod);
 
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
   EXPECT_EQ(result.fixed.at(core::JsonPointer(kRequestsEfa)), 16);
   EXPECT_EQ(FindingsOf(result, "efa-count-mismatch").size(), 1u) << Dump(result);
@@ -96,7 +96,7 @@ TEST(EfaResourcesMissing, LeavesAnExplicitZeroForEfaCountMismatchToDeny) {
   core::Json pod = CompliantPod();
   SetResource(ContainerOf(pod), kEfaKey, 0);
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.fixed.at(core::JsonPointer(kLimitsEfa)), 0);
   EXPECT_EQ(FindingsOf(result, "efa-count-mismatch").size(), 1u) << Dump(result);
 }
@@ -105,7 +105,7 @@ TEST(EfaResourcesMissing, DoesNotFixWithoutInstanceTypeAndInstanceTypeUnknownWar
   core::Json pod = PodWithoutEfaOrNodeSelector();
   const core::Evaluation result = Check(pod);
 
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_FALSE(result.fixed.contains(core::JsonPointer(kRequestsEfa)));
   const auto unknown = FindingsOf(result, "instance-type-unknown");
   ASSERT_EQ(unknown.size(), 1u) << Dump(result);
@@ -114,7 +114,7 @@ TEST(EfaResourcesMissing, DoesNotFixWithoutInstanceTypeAndInstanceTypeUnknownWar
 
 TEST(EfaResourcesMissing, DoesNotFixOnAnInstanceTypeOutsideTheCatalog) {
   const core::Evaluation result = Check(PodWithoutEfa("g5.48xlarge", 8));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_FALSE(result.fixed.contains(core::JsonPointer(kRequestsEfa)));
 }
 
@@ -123,7 +123,7 @@ TEST(EfaResourcesMissing, UsesThePolicyDefaultInstanceType) {
   const core::Policy policy = core::ParsePolicy("defaultInstanceType: p5.48xlarge");
   const core::Evaluation result = Check(pod, policy);
 
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  EXPECT_EQ(FindingsOf(result, kEfaResourcesMissingRule).size(), 1u) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array({AddOp(kRequestsEfa, "32"), AddOp(kLimitsEfa, "32")}));
   EXPECT_TRUE(FindingsOf(result, "instance-type-unknown").empty()) << Dump(result);
 }
@@ -147,7 +147,7 @@ TEST(EfaResourcesMissing, ReadsTheInstanceTypeFromRequiredNodeAffinityWithOneVal
 )");
   const core::Evaluation result = Check(pod);
 
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  EXPECT_EQ(FindingsOf(result, kEfaResourcesMissingRule).size(), 1u) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array({AddOp(kRequestsEfa, "32"), AddOp(kLimitsEfa, "32")}));
 }
 
@@ -159,7 +159,7 @@ TEST(EfaResourcesMissing, DoesNotGuessBetweenTwoNodeAffinityValues) {
 )");
   const core::Evaluation result = Check(pod);
 
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_FALSE(result.fixed.contains(core::JsonPointer(kRequestsEfa)));
   EXPECT_EQ(FindingsOf(result, "instance-type-unknown").size(), 1u) << Dump(result);
 }
@@ -168,13 +168,13 @@ TEST(EfaResourcesMissing, LeavesCpuContainersOnAnEfaInstanceAlone) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod)["resources"] = core::Json::object();
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
 TEST(EfaResourcesMissing, DoesNotFireOnACompliantPod) {
   const core::Evaluation result = Check(CompliantPod());
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 

@@ -5,9 +5,9 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "fi-provider-without-efa";
+constexpr const char* kFiProviderWithoutEfaRule = "fi-provider-without-efa";
 
-core::Json PodWithoutEfa() {
+core::Json CompliantPodLessEfa() {
   core::Json pod = CompliantPod();
   RemoveResource(ContainerOf(pod), kEfaKey);
   return pod;
@@ -18,7 +18,7 @@ TEST(FiProviderWithoutEfa, DeniesACpuContainerThatSetsFiProviderEfa) {
   SetEnv(AddCpuSidecar(pod), "FI_PROVIDER", "efa");
   const core::Evaluation result = Check(pod);
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kFiProviderWithoutEfaRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -30,45 +30,45 @@ TEST(FiProviderWithoutEfa, DeniesACpuContainerThatSetsFiProviderEfa) {
 }
 
 TEST(FiProviderWithoutEfa, DeniesAGpuContainerWhoseInstanceTypeIsUnknown) {
-  core::Json pod = PodWithoutEfa();
+  core::Json pod = CompliantPodLessEfa();
   pod["spec"].erase("nodeSelector");
   const core::Evaluation result = Check(pod);
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kFiProviderWithoutEfaRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path, "/spec/containers/0/env/0");
   EXPECT_TRUE(Mentions(findings.front().message, "container \"pytorch\""));
 }
 
 TEST(FiProviderWithoutEfa, DoesNotDenyAP5GpuContainerBecauseTheFixAddsEfa) {
-  const core::Evaluation result = Check(PodWithoutEfa());
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  const core::Evaluation result = Check(CompliantPodLessEfa());
+  EXPECT_TRUE(FindingsOf(result, kFiProviderWithoutEfaRule).empty()) << Dump(result);
   EXPECT_EQ(FindingsOf(result, "efa-resources-missing").size(), 1u) << Dump(result);
   EXPECT_FALSE(result.HasDeny()) << Dump(result);
 }
 
 TEST(FiProviderWithoutEfa, DeniesWhenThePolicyDisablesTheEfaFix) {
   const core::Policy policy = core::ParsePolicy("rules: {efa-resources-missing: {enabled: false}}");
-  const core::Evaluation result = Check(PodWithoutEfa(), policy);
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  const core::Evaluation result = Check(CompliantPodLessEfa(), policy);
+  EXPECT_EQ(FindingsOf(result, kFiProviderWithoutEfaRule).size(), 1u) << Dump(result);
 }
 
 TEST(FiProviderWithoutEfa, DeniesAnExplicitZeroEfaRequest) {
   core::Json pod = CompliantPod();
   SetResource(ContainerOf(pod), kEfaKey, 0);
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kFiProviderWithoutEfaRule).size(), 1u);
 }
 
 TEST(FiProviderWithoutEfa, IgnoresOtherProviders) {
-  core::Json pod = PodWithoutEfa();
+  core::Json pod = CompliantPodLessEfa();
   pod["spec"].erase("nodeSelector");
   SetEnv(ContainerOf(pod), "FI_PROVIDER", "tcp");
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kFiProviderWithoutEfaRule).empty()) << Dump(result);
 }
 
 TEST(FiProviderWithoutEfa, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kFiProviderWithoutEfaRule).empty());
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "hostpath-infiniband";
+constexpr const char* kHostpathInfinibandRule = "hostpath-infiniband";
 
 // The compliant pod with a second volume (index 1) mounting `path` from the host.
 core::Json PodWithHostPath(const std::string& path) {
@@ -17,7 +17,7 @@ core::Json PodWithHostPath(const std::string& path) {
 TEST(HostPathInfiniband, DeniesDevInfinibandWithATrailingSlash) {
   const core::Evaluation result = Check(PodWithHostPath("/dev/infiniband/"));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kHostpathInfinibandRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -29,11 +29,13 @@ TEST(HostPathInfiniband, DeniesDevInfinibandWithATrailingSlash) {
 }
 
 TEST(HostPathInfiniband, DeniesTheExactPath) {
-  EXPECT_EQ(FindingsOf(Check(PodWithHostPath("/dev/infiniband")), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(PodWithHostPath("/dev/infiniband")), kHostpathInfinibandRule).size(),
+            1u);
 }
 
 TEST(HostPathInfiniband, DeniesADeviceUnderDevInfiniband) {
-  const auto findings = FindingsOf(Check(PodWithHostPath("/dev/infiniband/uverbs0")), kRule);
+  const auto findings =
+      FindingsOf(Check(PodWithHostPath("/dev/infiniband/uverbs0")), kHostpathInfinibandRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "/dev/infiniband/uverbs0"));
 }
@@ -51,19 +53,20 @@ spec:
         - name: ib
           hostPath: {path: /dev/infiniband}
 )"));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kHostpathInfinibandRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path, "/spec/template/spec/volumes/0/hostPath");
 }
 
 TEST(HostPathInfiniband, AllowsOtherHostPaths) {
-  EXPECT_TRUE(FindingsOf(Check(PodWithHostPath("/dev/infinibandx")), kRule).empty());
-  EXPECT_TRUE(FindingsOf(Check(PodWithHostPath("/dev")), kRule).empty());
-  EXPECT_TRUE(FindingsOf(Check(PodWithHostPath("/var/log")), kRule).empty());
+  EXPECT_TRUE(
+      FindingsOf(Check(PodWithHostPath("/dev/infinibandx")), kHostpathInfinibandRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PodWithHostPath("/dev")), kHostpathInfinibandRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PodWithHostPath("/var/log")), kHostpathInfinibandRule).empty());
 }
 
 TEST(HostPathInfiniband, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kHostpathInfinibandRule).empty());
 }
 
 }  // namespace

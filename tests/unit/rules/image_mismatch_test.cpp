@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "image-mismatch";
+constexpr const char* kImageMismatchRule = "image-mismatch";
 
 constexpr const char* kMaster = "/spec/pytorchReplicaSpecs/Master/template/spec/containers/0";
 constexpr const char* kWorkerImage =
@@ -20,7 +20,7 @@ core::Json JobWithWorkerImage(const std::string& image) {
 TEST(ImageMismatch, DeniesDifferentImagesInMasterAndWorker) {
   const core::Evaluation result = Check(JobWithWorkerImage("train:1.1"));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kImageMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -33,7 +33,7 @@ TEST(ImageMismatch, DeniesDifferentImagesInMasterAndWorker) {
 }
 
 TEST(ImageMismatch, AcceptsTheSameImageEverywhere) {
-  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kImageMismatchRule).empty());
 }
 
 TEST(ImageMismatch, ComparesTheConventionalPytorchContainerOfACpuMaster) {
@@ -41,7 +41,7 @@ TEST(ImageMismatch, ComparesTheConventionalPytorchContainerOfACpuMaster) {
   core::Json& master = job[core::JsonPointer(kMaster)];
   master["image"] = "train:0.9";
   master.erase("resources");
-  const auto findings = FindingsOf(Check(job), kRule);
+  const auto findings = FindingsOf(Check(job), kImageMismatchRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message,
                        "replica Worker runs train:1.0 but replica Master runs train:0.9"));
@@ -53,12 +53,12 @@ TEST(ImageMismatch, ComparesTheGpuContainerNotSidecars) {
       job[core::JsonPointer("/spec/pytorchReplicaSpecs/Worker/template/spec/containers")].begin(),
       core::Json{{"name", "log-agent"}, {"image", "fluent-bit:3.0"}});
   const core::Evaluation result = Check(job);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kImageMismatchRule).empty()) << Dump(result);
 }
 
 TEST(ImageMismatch, AllowsAnMpiLauncherWithoutGpusOnAnotherImage) {
   const core::Evaluation result = Check(MpiJob("mpi-launcher:1.0"));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kImageMismatchRule).empty()) << Dump(result);
 }
 
 TEST(ImageMismatch, DeniesDifferentImagesAcrossJobSetReplicatedJobs) {
@@ -82,7 +82,7 @@ spec:
             spec:
               containers: [{name: trainer, image: train:2.0, resources: {limits: {nvidia.com/gpu: 8}}}]
 )"));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kImageMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path,
             "/spec/replicatedJobs/1/template/spec/template/spec/containers/0/image");
@@ -91,7 +91,7 @@ spec:
 }
 
 TEST(ImageMismatch, NeverFiresForABarePod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kImageMismatchRule).empty());
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "image-unpinned";
+constexpr const char* kImageUnpinnedRule = "image-unpinned";
 
 core::Evaluation CheckImage(const std::string& image,
                             const core::Policy& policy = core::Policy::Defaults()) {
@@ -17,7 +17,7 @@ core::Evaluation CheckImage(const std::string& image,
 TEST(ImageUnpinned, WarnsForAnImageWithoutATag) {
   const core::Evaluation result = CheckImage("img");
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kImageUnpinnedRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
@@ -29,13 +29,13 @@ TEST(ImageUnpinned, WarnsForAnImageWithoutATag) {
 }
 
 TEST(ImageUnpinned, WarnsForLatest) {
-  const auto findings = FindingsOf(CheckImage("img:latest"), kRule);
+  const auto findings = FindingsOf(CheckImage("img:latest"), kImageUnpinnedRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "image \"img:latest\" uses :latest"));
 }
 
 TEST(ImageUnpinned, WarnsForARegistryPortWithoutATag) {
-  const auto findings = FindingsOf(CheckImage("registry:5000/img"), kRule);
+  const auto findings = FindingsOf(CheckImage("registry:5000/img"), kImageUnpinnedRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "image \"registry:5000/img\" has no tag"));
 }
@@ -46,25 +46,25 @@ TEST(ImageUnpinned, AcceptsVersionTagsAndDigests) {
         "img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "img:latest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}) {
     const core::Evaluation result = CheckImage(image);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << image << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kImageUnpinnedRule).empty()) << image << "\n" << Dump(result);
   }
 }
 
 TEST(ImageUnpinned, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kImageUnpinnedRule).empty());
 }
 
 TEST(ImageUnpinned, IsSilencedWhenThePolicyDisablesIt) {
   const core::Policy policy = core::ParsePolicy("rules: {image-unpinned: {enabled: false}}");
   const core::Evaluation result = CheckImage("img:latest", policy);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kImageUnpinnedRule).empty()) << Dump(result);
   EXPECT_FALSE(result.HasDeny());
 }
 
 TEST(ImageUnpinned, DeniesWhenThePolicyRaisesItToDeny) {
   const core::Policy policy = core::ParsePolicy("rules: {image-unpinned: {level: deny}}");
   const core::Evaluation result = CheckImage("img:latest", policy);
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kImageUnpinnedRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings.front().level, core::Level::Deny);
   EXPECT_TRUE(result.HasDeny());

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "instance-type-unknown";
+constexpr const char* kInstanceTypeUnknownRule = "instance-type-unknown";
 
 core::Json PodWithoutInstanceType() {
   core::Json pod = CompliantPod();
@@ -23,7 +23,7 @@ core::Json PodWithNodeAffinity(const std::string& yaml_terms) {
 TEST(InstanceTypeUnknown, WarnsForAGpuPodWithoutInstanceType) {
   const core::Evaluation result = Check(PodWithoutInstanceType());
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kInstanceTypeUnknownRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
@@ -37,7 +37,7 @@ TEST(InstanceTypeUnknown, WarnsForAnEfaPodWithoutGpus) {
   core::Json pod = PodWithoutInstanceType();
   RemoveResource(ContainerOf(pod), kGpuKey);
   const core::Evaluation result = Check(pod);
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  EXPECT_EQ(FindingsOf(result, kInstanceTypeUnknownRule).size(), 1u) << Dump(result);
 }
 
 TEST(InstanceTypeUnknown, NamesTheReplicaOfAJob) {
@@ -57,7 +57,7 @@ spec:
               resources:
                 limits: {nvidia.com/gpu: 8}
 )"));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kInstanceTypeUnknownRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path, "/spec/pytorchReplicaSpecs/Worker/template/spec/nodeSelector");
   EXPECT_TRUE(Mentions(findings.front().message, "GPU pod template Worker has no"));
@@ -73,23 +73,23 @@ spec:
     - name: web
       image: nginx:1.27
 )"));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kInstanceTypeUnknownRule).empty()) << Dump(result);
 }
 
 TEST(InstanceTypeUnknown, DoesNotFireWithANodeSelector) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kInstanceTypeUnknownRule).empty());
 }
 
 TEST(InstanceTypeUnknown, DoesNotFireForAPinnedTypeOutsideTheCatalog) {
   core::Json pod = CompliantPod();
   SetInstanceType(pod, "g5.48xlarge");
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kInstanceTypeUnknownRule).empty());
 }
 
 TEST(InstanceTypeUnknown, IsSilencedByThePolicyDefault) {
   const core::Policy policy = core::ParsePolicy("defaultInstanceType: p5.48xlarge");
   const core::Evaluation result = Check(PodWithoutInstanceType(), policy);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kInstanceTypeUnknownRule).empty()) << Dump(result);
 }
 
 TEST(InstanceTypeUnknown, ReadsASingleValueFromRequiredNodeAffinity) {
@@ -98,7 +98,7 @@ TEST(InstanceTypeUnknown, ReadsASingleValueFromRequiredNodeAffinity) {
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
 )");
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kInstanceTypeUnknownRule).empty()) << Dump(result);
 }
 
 TEST(InstanceTypeUnknown, AcceptsTwoTermsThatPinTheSameType) {
@@ -108,7 +108,7 @@ TEST(InstanceTypeUnknown, AcceptsTwoTermsThatPinTheSameType) {
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge]}
 )");
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kInstanceTypeUnknownRule).empty());
 }
 
 TEST(InstanceTypeUnknown, WarnsWhenNodeAffinityAllowsTwoTypes) {
@@ -116,7 +116,7 @@ TEST(InstanceTypeUnknown, WarnsWhenNodeAffinityAllowsTwoTypes) {
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p5.48xlarge, p4d.24xlarge]}
 )");
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kInstanceTypeUnknownRule).size(), 1u);
 }
 
 TEST(InstanceTypeUnknown, WarnsWhenOredTermsPinDifferentTypes) {
@@ -126,7 +126,7 @@ TEST(InstanceTypeUnknown, WarnsWhenOredTermsPinDifferentTypes) {
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: In, values: [p4d.24xlarge]}
 )");
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kInstanceTypeUnknownRule).size(), 1u);
 }
 
 TEST(InstanceTypeUnknown, WarnsForANotInExpression) {
@@ -134,7 +134,7 @@ TEST(InstanceTypeUnknown, WarnsForANotInExpression) {
       - matchExpressions:
           - {key: node.kubernetes.io/instance-type, operator: NotIn, values: [p4d.24xlarge]}
 )");
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kInstanceTypeUnknownRule).size(), 1u);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "ipc-lock-missing";
+constexpr const char* kIpcLockMissingRule = "ipc-lock-missing";
 
 core::Json PodWithCapabilities(const core::Json& add) {
   core::Json pod = CompliantPod();
@@ -22,7 +22,7 @@ core::Json PodWithoutSecurityContext() {
 TEST(IpcLockMissing, AddsASecurityContextWithIpcLock) {
   const core::Evaluation result = Check(PodWithoutSecurityContext());
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kIpcLockMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Fix);
@@ -57,7 +57,7 @@ TEST(IpcLockMissing, FixIsIdempotent) {
 
 TEST(IpcLockMissing, AcceptsTheCapIpcLockSpelling) {
   const core::Evaluation result = Check(PodWithCapabilities({"CAP_IPC_LOCK"}));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kIpcLockMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -65,7 +65,7 @@ TEST(IpcLockMissing, SkipsAPrivilegedContainer) {
   core::Json pod = PodWithoutSecurityContext();
   ContainerOf(pod)["securityContext"]["privileged"] = true;
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kIpcLockMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -73,7 +73,7 @@ TEST(IpcLockMissing, LeavesCpuContainersOfAnEfaPodAlone) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod);
   const core::Evaluation result = Check(pod);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kIpcLockMissingRule).empty()) << Dump(result);
 }
 
 TEST(IpcLockMissing, FixesAContainerThatRequestsEfaWithoutAnInstanceType) {
@@ -81,11 +81,11 @@ TEST(IpcLockMissing, FixesAContainerThatRequestsEfaWithoutAnInstanceType) {
   pod["spec"].erase("nodeSelector");
   RemoveResource(ContainerOf(pod), kGpuKey);
   const core::Evaluation result = Check(pod);
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  EXPECT_EQ(FindingsOf(result, kIpcLockMissingRule).size(), 1u) << Dump(result);
 }
 
 TEST(IpcLockMissing, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kIpcLockMissingRule).empty());
 }
 
 TEST(IpcLockMissing, DemotedToWarnReportsWithoutPatching) {
@@ -93,7 +93,7 @@ TEST(IpcLockMissing, DemotedToWarnReportsWithoutPatching) {
   const core::Json pod = PodWithoutSecurityContext();
   const core::Evaluation result = Check(pod, policy);
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kIpcLockMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().level, core::Level::Warn);
   EXPECT_EQ(findings.front().path, "/spec/containers/0/securityContext");
@@ -105,7 +105,7 @@ TEST(IpcLockMissing, DemotedToWarnReportsWithoutPatching) {
 TEST(IpcLockMissing, DisabledByPolicyIsSilent) {
   const core::Policy policy = core::ParsePolicy("rules: {ipc-lock-missing: {enabled: false}}");
   const core::Evaluation result = Check(PodWithoutSecurityContext(), policy);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kIpcLockMissingRule).empty()) << Dump(result);
   EXPECT_EQ(result.patch, core::Json::array());
 }
 

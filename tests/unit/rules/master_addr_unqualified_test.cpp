@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "master-addr-unqualified";
+constexpr const char* kMasterAddrUnqualifiedRule = "master-addr-unqualified";
 
 // A two-pod PyTorchJob whose Worker sets MASTER_ADDR.
 core::Json TwoPodJob(const std::string& master_addr) {
@@ -18,7 +18,7 @@ core::Json TwoPodJob(const std::string& master_addr) {
 TEST(MasterAddrUnqualified, WarnsForABareName) {
   const core::Evaluation result = CheckPodEnv("MASTER_ADDR", "master");
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kMasterAddrUnqualifiedRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
@@ -31,33 +31,40 @@ TEST(MasterAddrUnqualified, WarnsForABareName) {
 }
 
 TEST(MasterAddrUnqualified, WarnsForAPartiallyQualifiedName) {
-  EXPECT_EQ(FindingsOf(CheckPodEnv("MASTER_ADDR", "llama-master-0.llama.ml"), kRule).size(), 1u);
+  EXPECT_EQ(
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "llama-master-0.llama.ml"), kMasterAddrUnqualifiedRule)
+          .size(),
+      1u);
 }
 
 TEST(MasterAddrUnqualified, AcceptsAFullyQualifiedName) {
   for (const char* value : {"llama-master-0.llama.ml.svc.cluster.local",
                             "llama-master-0.llama.ml.svc.cluster.local."}) {
-    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kRule).empty()) << value;
+    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kMasterAddrUnqualifiedRule).empty())
+        << value;
   }
 }
 
 TEST(MasterAddrUnqualified, AcceptsIpAddresses) {
   for (const char* value : {"10.0.12.7", "fd00::1"}) {
-    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kRule).empty()) << value;
+    EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", value), kMasterAddrUnqualifiedRule).empty())
+        << value;
   }
 }
 
 TEST(MasterAddrUnqualified, SkipsVariableReferences) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", "$(MASTER_HOST)"), kRule).empty());
+  EXPECT_TRUE(
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "$(MASTER_HOST)"), kMasterAddrUnqualifiedRule).empty());
 }
 
 TEST(MasterAddrUnqualified, AcceptsLocalhostInASinglePod) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", "localhost"), kRule).empty());
+  EXPECT_TRUE(
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "localhost"), kMasterAddrUnqualifiedRule).empty());
 }
 
 TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
   const core::Evaluation result = Check(TwoPodJob("localhost"));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kMasterAddrUnqualifiedRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path,
             "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env/0");
@@ -65,17 +72,18 @@ TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
 
 TEST(MasterAddrUnqualified, UsesThePolicyClusterDomain) {
   const core::Policy policy = core::ParsePolicy("clusterDomain: corp.internal");
-  EXPECT_TRUE(
-      FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.corp.internal", policy), kRule)
-          .empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.corp.internal", policy),
+                         kMasterAddrUnqualifiedRule)
+                  .empty());
   const auto findings =
-      FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.cluster.local", policy), kRule);
+      FindingsOf(CheckPodEnv("MASTER_ADDR", "m-0.llama.ml.svc.cluster.local", policy),
+                 kMasterAddrUnqualifiedRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "<namespace>.svc.corp.internal"));
 }
 
 TEST(MasterAddrUnqualified, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kMasterAddrUnqualifiedRule).empty());
 }
 
 }  // namespace

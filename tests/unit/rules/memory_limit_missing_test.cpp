@@ -5,14 +5,14 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "memory-limit-missing";
+constexpr const char* kMemoryLimitMissingRule = "memory-limit-missing";
 
 TEST(MemoryLimitMissing, WarnsForAGpuContainerWithOnlyAMemoryRequest) {
   core::Json pod = CompliantPod();
   ContainerOf(pod)["resources"]["limits"].erase("memory");
   const core::Evaluation result = Check(pod);
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kMemoryLimitMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
@@ -34,17 +34,17 @@ spec:
       image: train:1.0
       resources: {requests: {nvidia.com/gpu: 1}}
 )"));
-  EXPECT_EQ(FindingsOf(result, kRule).size(), 1u) << Dump(result);
+  EXPECT_EQ(FindingsOf(result, kMemoryLimitMissingRule).size(), 1u) << Dump(result);
 }
 
 TEST(MemoryLimitMissing, IgnoresCpuContainers) {
   core::Json pod = CompliantPod();
   AddCpuSidecar(pod);
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kMemoryLimitMissingRule).empty());
 }
 
 TEST(MemoryLimitMissing, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kMemoryLimitMissingRule).empty());
 }
 
 }  // namespace

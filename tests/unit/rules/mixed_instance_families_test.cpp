@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "mixed-instance-families";
+constexpr const char* kMixedInstanceFamiliesRule = "mixed-instance-families";
 
 constexpr const char* kMasterSpec = "/spec/pytorchReplicaSpecs/Master/template/spec";
 constexpr const char* kWorkerSpec = "/spec/pytorchReplicaSpecs/Worker/template/spec";
@@ -19,7 +19,7 @@ core::Json JobOn(const std::string& master_type, const std::string& worker_type)
 TEST(MixedInstanceFamilies, DeniesP4dMasterWithP5Workers) {
   const core::Evaluation result = Check(JobOn("p4d.24xlarge", "p5.48xlarge"));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kMixedInstanceFamiliesRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -33,7 +33,7 @@ TEST(MixedInstanceFamilies, DeniesP4dMasterWithP5Workers) {
 
 TEST(MixedInstanceFamilies, AcceptsOneFamily) {
   const core::Evaluation result = Check(JobOn("p5.48xlarge", "p5.48xlarge"));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kMixedInstanceFamiliesRule).empty()) << Dump(result);
 }
 
 TEST(MixedInstanceFamilies, AcceptsACpuLauncherOnAnotherFamily) {
@@ -56,27 +56,27 @@ spec:
           nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
           containers: [{name: worker, image: train:1.0, resources: {limits: {nvidia.com/gpu: 8}}}]
 )"));
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kMixedInstanceFamiliesRule).empty()) << Dump(result);
 }
 
 TEST(MixedInstanceFamilies, IgnoresAReplicaWithoutInstanceType) {
   core::Json job = JobOn("p4d.24xlarge", "p5.48xlarge");
   job[core::JsonPointer(kMasterSpec)].erase("nodeSelector");
   const core::Evaluation result = Check(job);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kMixedInstanceFamiliesRule).empty()) << Dump(result);
 }
 
 TEST(MixedInstanceFamilies, ComparesThePolicyDefaultInstanceType) {
   core::Json job = JobOn("p4d.24xlarge", "p5.48xlarge");
   job[core::JsonPointer(kMasterSpec)].erase("nodeSelector");
   const core::Policy policy = core::ParsePolicy("defaultInstanceType: p4d.24xlarge");
-  const auto findings = FindingsOf(Check(job, policy), kRule);
+  const auto findings = FindingsOf(Check(job, policy), kMixedInstanceFamiliesRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings.front().path, kWorkerSpec);
 }
 
 TEST(MixedInstanceFamilies, NeverFiresForABarePod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kMixedInstanceFamiliesRule).empty());
 }
 
 }  // namespace

@@ -5,12 +5,12 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "nccl-algo-invalid";
+constexpr const char* kNcclAlgoInvalidRule = "nccl-algo-invalid";
 
 TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
   const core::Evaluation result = CheckPodEnv("NCCL_ALGO", "Ring,Fast");
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kNcclAlgoInvalidRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -26,7 +26,7 @@ TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
 
 TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithmInAPerCollectiveList) {
   const auto findings =
-      FindingsOf(CheckPodEnv("NCCL_ALGO", "allreduce:tree;allgather:fast"), kRule);
+      FindingsOf(CheckPodEnv("NCCL_ALGO", "allreduce:tree;allgather:fast"), kNcclAlgoInvalidRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "unknown algorithm \"fast\""));
 }
@@ -35,14 +35,14 @@ TEST(NcclAlgoInvalid, AcceptsKnownAlgorithmsInAnyCase) {
   for (const char* value : {"ring,tree", "Ring", "^NVLS,CollnetDirect",
                             "Ring,Tree,CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT", "nvlstree"}) {
     const core::Evaluation result = CheckPodEnv("NCCL_ALGO", value);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kNcclAlgoInvalidRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
 TEST(NcclAlgoInvalid, AcceptsPerCollectiveLists) {
   for (const char* value : {"allreduce:tree;allgather:ring", "allreduce:^nvls,collnetdirect"}) {
     const core::Evaluation result = CheckPodEnv("NCCL_ALGO", value);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kNcclAlgoInvalidRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
@@ -50,15 +50,15 @@ TEST(NcclAlgoInvalid, AcceptsPerCollectiveLists) {
 TEST(NcclAlgoInvalid, AcceptsAPrefixlessFirstListBeforePerCollectiveLists) {
   const core::Evaluation result =
       CheckPodEnv("NCCL_ALGO", "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring");
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kNcclAlgoInvalidRule).empty()) << Dump(result);
 }
 
 TEST(NcclAlgoInvalid, IgnoresAnEmptyValue) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_ALGO", ""), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_ALGO", ""), kNcclAlgoInvalidRule).empty());
 }
 
 TEST(NcclAlgoInvalid, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kNcclAlgoInvalidRule).empty());
 }
 
 }  // namespace

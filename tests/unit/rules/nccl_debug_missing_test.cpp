@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "nccl-debug-missing";
+constexpr const char* kNcclDebugMissingRule = "nccl-debug-missing";
 
 core::Json Env(const std::string& name, const std::string& value) {
   return {{"name", name}, {"value", value}};
@@ -20,7 +20,7 @@ core::Json PodWithoutDebug() {
 
 TEST(NcclDebugMissing, AddsInfoAndTheInitNetSubsystems) {
   const core::Evaluation result = Check(PodWithoutDebug());
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kNcclDebugMissingRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings[0].level, core::Level::Fix);
   EXPECT_TRUE(LinksTo(findings[0], "efa-tcp-fallback"));
@@ -36,7 +36,7 @@ TEST(NcclDebugMissing, NeverOverridesAUserValue) {
     core::Json pod = PodWithoutDebug();
     SetEnv(ContainerOf(pod), "NCCL_DEBUG", level);
     const core::Evaluation result = Check(pod);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << level;
+    EXPECT_TRUE(FindingsOf(result, kNcclDebugMissingRule).empty()) << level;
     EXPECT_EQ(result.patch, core::Json::array()) << level;
   }
 }
@@ -52,7 +52,7 @@ TEST(NcclDebugMissing, KeepsAUserSubsystemList) {
 TEST(NcclDebugMissing, OffWhenThePolicySaysSo) {
   const core::Policy policy = core::ParsePolicy("rules: {nccl-debug-missing: {enabled: false}}");
   const core::Evaluation result = Check(PodWithoutDebug(), policy);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty());
+  EXPECT_TRUE(FindingsOf(result, kNcclDebugMissingRule).empty());
   EXPECT_EQ(result.patch, core::Json::array());
 }
 
@@ -67,10 +67,10 @@ spec:
       image: jupyter:1.0
       resources: {limits: {nvidia.com/gpu: 1}}
 )");
-  EXPECT_TRUE(FindingsOf(Check(notebook), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(notebook), kNcclDebugMissingRule).empty());
   core::Json pod = PodWithoutDebug();
   ContainerOf(pod)["envFrom"] = core::Json::array({{{"configMapRef", {{"name", "nccl"}}}}});
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kNcclDebugMissingRule).empty());
 }
 
 }  // namespace

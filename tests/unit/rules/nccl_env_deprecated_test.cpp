@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "nccl-env-deprecated";
+constexpr const char* kNcclEnvDeprecatedRule = "nccl-env-deprecated";
 
 struct Case {
   const char* old_name;
@@ -23,7 +23,7 @@ TEST(NcclEnvDeprecated, WarnsForEachDeprecatedNameAndNamesItsReplacement) {
     SCOPED_TRACE(c.old_name);
     const core::Evaluation result = CheckPodEnv(c.old_name, "4");
 
-    const auto findings = FindingsOf(result, kRule);
+    const auto findings = FindingsOf(result, kNcclEnvDeprecatedRule);
     ASSERT_EQ(findings.size(), 1u) << Dump(result);
     const core::Finding& f = findings.front();
     EXPECT_EQ(f.level, core::Level::Warn);
@@ -40,7 +40,7 @@ TEST(NcclEnvDeprecated, WarnsOncePerDeprecatedVariable) {
   core::Json pod = CompliantPod();
   SetEnv(ContainerOf(pod), "NCCL_MIN_NCHANNELS", "4");
   SetEnv(ContainerOf(pod), "NCCL_MAX_NCHANNELS", "16");
-  const auto findings = FindingsOf(Check(pod), kRule);
+  const auto findings = FindingsOf(Check(pod), kNcclEnvDeprecatedRule);
   ASSERT_EQ(findings.size(), 2u);
   EXPECT_EQ(findings[0].path, "/spec/containers/0/env/6");
   EXPECT_EQ(findings[1].path, "/spec/containers/0/env/7");
@@ -51,18 +51,18 @@ TEST(NcclEnvDeprecated, WarnsWhenTheValueComesFromAConfigMap) {
   ContainerOf(pod)["env"].push_back(Yaml(
       "var: {name: NCCL_MAX_NCHANNELS, valueFrom: {configMapKeyRef: {name: nccl, key: channels}}}")
                                         ["var"]);
-  EXPECT_EQ(FindingsOf(Check(pod), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(pod), kNcclEnvDeprecatedRule).size(), 1u);
 }
 
 TEST(NcclEnvDeprecated, AcceptsTheReplacements) {
   core::Json pod = CompliantPod();
   SetEnv(ContainerOf(pod), "NCCL_MIN_CTAS", "4");
   SetEnv(ContainerOf(pod), "NCCL_MAX_CTAS", "16");
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kNcclEnvDeprecatedRule).empty());
 }
 
 TEST(NcclEnvDeprecated, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kNcclEnvDeprecatedRule).empty());
 }
 
 }  // namespace

@@ -5,12 +5,12 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "nccl-proto-invalid";
+constexpr const char* kNcclProtoInvalidRule = "nccl-proto-invalid";
 
 TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
   const core::Evaluation result = CheckPodEnv("NCCL_PROTO", "fast");
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kNcclProtoInvalidRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -24,24 +24,25 @@ TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
 }
 
 TEST(NcclProtoInvalid, ReportsOnlyTheFirstUnknownToken) {
-  const auto findings = FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,Fast,Slow"), kRule);
+  const auto findings =
+      FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,Fast,Slow"), kNcclProtoInvalidRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "unknown protocol \"Fast\""));
 }
 
 TEST(NcclProtoInvalid, DeniesAnEmptyEntry) {
-  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,,Simple"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "LL,,Simple"), kNcclProtoInvalidRule).size(), 1u);
 }
 
 TEST(NcclProtoInvalid, DeniesAnExclusionMarkAlone) {
-  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "^"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckPodEnv("NCCL_PROTO", "^"), kNcclProtoInvalidRule).size(), 1u);
 }
 
 TEST(NcclProtoInvalid, AcceptsKnownProtocols) {
   // NCCL compares protocol names case-insensitively, so "simple" is valid.
   for (const char* value : {"^LL128", "LL,Simple", "simple", "LL128", "^LL,LL128"}) {
     const core::Evaluation result = CheckPodEnv("NCCL_PROTO", value);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kNcclProtoInvalidRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
@@ -50,16 +51,16 @@ TEST(NcclProtoInvalid, AcceptsKnownProtocols) {
 TEST(NcclProtoInvalid, AcceptsPerCollectiveLists) {
   for (const char* value : {"LL,Simple;allreduce:^LL", "^LL128;allreduce:LL128"}) {
     const core::Evaluation result = CheckPodEnv("NCCL_PROTO", value);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kNcclProtoInvalidRule).empty()) << value << "\n" << Dump(result);
   }
 }
 
 TEST(NcclProtoInvalid, IgnoresAnEmptyValue) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_PROTO", ""), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("NCCL_PROTO", ""), kNcclProtoInvalidRule).empty());
 }
 
 TEST(NcclProtoInvalid, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kNcclProtoInvalidRule).empty());
 }
 
 }  // namespace

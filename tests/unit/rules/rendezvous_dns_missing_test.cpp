@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "rendezvous-dns-missing";
+constexpr const char* kRendezvousDnsMissingRule = "rendezvous-dns-missing";
 
 // A compliant pod as Kubeflow's training operator creates it for job "llama".
 core::Json KubeflowPod(const std::string& name = "llama-master-0") {
@@ -18,7 +18,7 @@ core::Json KubeflowPod(const std::string& name = "llama-master-0") {
 
 TEST(RendezvousDnsMissing, GivesAKubeflowPodTheServiceAsSubdomainAndItsNameAsHostname) {
   const core::Evaluation result = Check(KubeflowPod());
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kRendezvousDnsMissingRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings[0].level, core::Level::Fix);
   EXPECT_EQ(findings[0].path, "/spec/subdomain");
@@ -27,7 +27,7 @@ TEST(RendezvousDnsMissing, GivesAKubeflowPodTheServiceAsSubdomainAndItsNameAsHos
   EXPECT_EQ(result.fixed["spec"]["subdomain"], "llama");
   EXPECT_EQ(result.fixed["spec"]["hostname"], "llama-master-0");
   // Fixed once, nothing more to do.
-  EXPECT_TRUE(FindingsOf(Check(result.fixed), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(result.fixed), kRendezvousDnsMissingRule).empty());
 }
 
 TEST(RendezvousDnsMissing, KeepsWhatTheUserOrOperatorSet) {
@@ -39,13 +39,13 @@ TEST(RendezvousDnsMissing, KeepsWhatTheUserOrOperatorSet) {
 
   core::Json with_subdomain = KubeflowPod();
   with_subdomain["spec"]["subdomain"] = "mine";
-  EXPECT_TRUE(FindingsOf(Check(with_subdomain), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(with_subdomain), kRendezvousDnsMissingRule).empty());
 }
 
 TEST(RendezvousDnsMissing, LeavesOtherPodsAndTemplatesAlone) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRendezvousDnsMissingRule).empty());
   const core::Json job = PyTorchJob(2, "p5.48xlarge");
-  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(job), kRendezvousDnsMissingRule).empty());
 }
 
 TEST(RendezvousDnsMissing, AJobNameThatIsNoDnsLabelGetsAValidServiceName) {

@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "socket-ifname-invalid";
+constexpr const char* kSocketIfnameInvalidRule = "socket-ifname-invalid";
 // NCCL_SOCKET_IFNAME is env entry 2 of the compliant pod.
 constexpr const char* kPath = "/spec/containers/0/env/2";
 
@@ -19,7 +19,7 @@ core::Evaluation CheckIfname(const std::string& value, bool host_network = false
 // The one finding of the rule, or an empty finding after a test failure.
 core::Finding DeniedFinding(const std::string& value, bool host_network = false) {
   const core::Evaluation result = CheckIfname(value, host_network);
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kSocketIfnameInvalidRule);
   EXPECT_EQ(findings.size(), 1u) << "NCCL_SOCKET_IFNAME=\"" << value << "\"\n" << Dump(result);
   return findings.empty() ? core::Finding{} : findings.front();
 }
@@ -60,13 +60,14 @@ TEST(SocketIfnameInvalid, DeniesAnExactNameThatIsOnlyAPrefix) { DeniedFinding("=
 TEST(SocketIfnameInvalid, AcceptsValuesThatSelectEth0) {
   for (const char* value : {"eth0", "eth", "=eth0", "^lo,docker,efa,veth", "^lo", "lo,eth0"}) {
     const core::Evaluation result = CheckIfname(value);
-    EXPECT_TRUE(FindingsOf(result, kRule).empty()) << value << "\n" << Dump(result);
+    EXPECT_TRUE(FindingsOf(result, kSocketIfnameInvalidRule).empty()) << value << "\n"
+                                                                      << Dump(result);
   }
 }
 
 TEST(SocketIfnameInvalid, AllowsHostInterfaceNamesWithHostNetwork) {
   const core::Evaluation result = CheckIfname("ens5", /*host_network=*/true);
-  EXPECT_TRUE(FindingsOf(result, kRule).empty()) << Dump(result);
+  EXPECT_TRUE(FindingsOf(result, kSocketIfnameInvalidRule).empty()) << Dump(result);
 }
 
 TEST(SocketIfnameInvalid, StillDeniesAMalformedValueWithHostNetwork) {
@@ -78,20 +79,20 @@ TEST(SocketIfnameInvalid, IgnoresAValueFromASecretOrConfigMap) {
   ContainerOf(pod)["env"][2] = Yaml(
       "var: {name: NCCL_SOCKET_IFNAME, valueFrom: {configMapKeyRef: {name: nccl, key: ifname}}}")
       ["var"];
-  EXPECT_TRUE(FindingsOf(Check(pod), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(pod), kSocketIfnameInvalidRule).empty());
 }
 
 // NCCL (findInterfaces) reads one '=' at the start of the list, after an optional '^', and
 // applies it to every entry; an '=' further on is part of a literal prefix.
 TEST(SocketIfnameInvalid, ReadsTheExactMarkOnceForTheWholeListAsNcclDoes) {
   // "=eth0x,eth": NCCL matches "eth" exactly as well, so eth0 is not selected.
-  EXPECT_EQ(FindingsOf(CheckIfname("=eth0x,eth"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckIfname("=eth0x,eth"), kSocketIfnameInvalidRule).size(), 1u);
   // "lo,=eth0": NCCL reads "=eth0" as a prefix no interface has, so only lo is left.
-  EXPECT_EQ(FindingsOf(CheckIfname("lo,=eth0"), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(CheckIfname("lo,=eth0"), kSocketIfnameInvalidRule).size(), 1u);
 }
 
 TEST(SocketIfnameInvalid, DoesNotFireOnACompliantPod) {
-  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(CompliantPod()), kSocketIfnameInvalidRule).empty());
 }
 
 }  // namespace

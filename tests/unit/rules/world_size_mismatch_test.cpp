@@ -5,7 +5,7 @@
 namespace ncclguard::test {
 namespace {
 
-constexpr const char* kRule = "world-size-mismatch";
+constexpr const char* kWorldSizeMismatchRule = "world-size-mismatch";
 
 // The Worker container of PyTorchJob(3): Master 1 + Worker 3 replicas of 8 GPUs, so 4 pods
 // and 32 GPU ranks.
@@ -57,13 +57,14 @@ core::Json WithWorldSize(core::Json job, const char* container, const std::strin
 }
 
 std::size_t Denials(const core::Json& job, const char* container, const std::string& world_size) {
-  return FindingsOf(Check(WithWorldSize(job, container, world_size)), kRule).size();
+  return FindingsOf(Check(WithWorldSize(job, container, world_size)), kWorldSizeMismatchRule)
+      .size();
 }
 
 TEST(WorldSizeMismatch, DeniesAPyTorchJobWorldSizeThatMatchesNeitherPodsNorGpus) {
   const core::Evaluation result = Check(WithWorldSize(PyTorchJob(3), kPyTorchWorker, "16"));
 
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
@@ -91,9 +92,9 @@ TEST(WorldSizeMismatch, SkipsAVariableReference) {
 
 TEST(WorldSizeMismatch, AcceptsPodsTimesNprocPerNode) {
   core::Json job = WithWorldSize(PyTorchJob(3), kPyTorchWorker, "8");
-  EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(job), kWorldSizeMismatchRule).size(), 1u);
   job["spec"]["nprocPerNode"] = 2;
-  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(job), kWorldSizeMismatchRule).empty());
 }
 
 TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
@@ -101,7 +102,7 @@ TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
   EXPECT_EQ(Denials(MpiJob(), kMpiLauncher, "16"), 0u);
 
   const core::Evaluation result = Check(WithWorldSize(MpiJob(), kMpiLauncher, "3"));
-  const auto findings = FindingsOf(result, kRule);
+  const auto findings = FindingsOf(result, kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path, std::string(kMpiLauncher) + "/env/0");
   EXPECT_TRUE(
@@ -110,9 +111,9 @@ TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
 
 TEST(WorldSizeMismatch, AcceptsWorkersTimesSlotsPerWorker) {
   core::Json job = WithWorldSize(MpiJob(), kMpiLauncher, "8");
-  EXPECT_EQ(FindingsOf(Check(job), kRule).size(), 1u);
+  EXPECT_EQ(FindingsOf(Check(job), kWorldSizeMismatchRule).size(), 1u);
   job["spec"]["slotsPerWorker"] = 4;
-  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(job), kWorldSizeMismatchRule).empty());
 }
 
 TEST(WorldSizeMismatch, UsesCompletionsOfAnIndexedJob) {
@@ -122,14 +123,14 @@ TEST(WorldSizeMismatch, UsesCompletionsOfAnIndexedJob) {
 
   core::Json job = WithWorldSize(Yaml(kIndexedJob), kJobContainer, "4");
   job["spec"].erase("parallelism");  // an Indexed Job's ranks are its completion indexes
-  EXPECT_TRUE(FindingsOf(Check(job), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(job), kWorldSizeMismatchRule).empty());
 }
 
 TEST(WorldSizeMismatch, UsesParallelismOfANonIndexedJob) {
   core::Json job = WithWorldSize(Yaml(kIndexedJob), kJobContainer, "4");
   job["spec"].erase("completionMode");
   job["spec"]["parallelism"] = 2;
-  const auto findings = FindingsOf(Check(job), kRule);
+  const auto findings = FindingsOf(Check(job), kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_TRUE(Mentions(findings.front().message, "must be 2 or 16"));
 }
@@ -138,18 +139,18 @@ TEST(WorldSizeMismatch, MultipliesJobSetReplicasByParallelism) {
   EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "4"), 0u);
   EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "32"), 0u);
 
-  const auto findings =
-      FindingsOf(Check(WithWorldSize(Yaml(kJobSet), kJobSetContainer, "2")), kRule);
+  const auto findings = FindingsOf(Check(WithWorldSize(Yaml(kJobSet), kJobSetContainer, "2")),
+                                   kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u);
   EXPECT_EQ(findings.front().path, std::string(kJobSetContainer) + "/env/0");
 }
 
 TEST(WorldSizeMismatch, NeverFiresForABarePod) {
-  EXPECT_TRUE(FindingsOf(CheckPodEnv("WORLD_SIZE", "99"), kRule).empty());
+  EXPECT_TRUE(FindingsOf(CheckPodEnv("WORLD_SIZE", "99"), kWorldSizeMismatchRule).empty());
 }
 
 TEST(WorldSizeMismatch, DoesNotFireWithoutWorldSize) {
-  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kRule).empty());
+  EXPECT_TRUE(FindingsOf(Check(PyTorchJob(3)), kWorldSizeMismatchRule).empty());
 }
 
 }  // namespace
