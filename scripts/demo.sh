@@ -51,8 +51,12 @@ if [[ ! -x $ncclguard ]]; then
 fi
 if [[ -z ${NCCLGUARD_DEMO_SKIP_BUILD:-} ]]; then  # set by the ctest that runs this demo
   "$root/scripts/bootstrap.sh" >/dev/null
-  "$root/scripts/controlplane.sh" build >/dev/null
-  "$root/scripts/build.sh" ncclguard >/dev/null
+  # The control plane's Go build and ncclguard's C++ build side by side: both keep the cores
+  # busy, and together they finish sooner than one after the other.
+  "$root/scripts/controlplane.sh" build >/dev/null &
+  go_build=$!
+  "$root/scripts/build.sh" ncclguard >/dev/null || { wait "$go_build" || true; fail "building ncclguard failed"; }
+  wait "$go_build" || fail "building the control plane failed (scripts/controlplane.sh build)"
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-demo.XXXXXX")

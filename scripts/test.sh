@@ -1,31 +1,99 @@
 #!/usr/bin/env bash
-# The test command of the README and of CI: installs what is missing, builds the control-plane
-# binaries (cached outside the repo) and ncclguard, then runs every test with ctest: unit tests,
-# integration tests against a real kube-apiserver + etcd on 127.0.0.1, and the chart on a real
-# node (tests/node, scripts/node.sh) where the host allows it.
+# The test command of the README and of CI: installs what is missing, builds the cluster's
+# components (cached outside the repo) and ncclguard, then runs every test with ctest: unit
+# tests, integration tests against a real kube-apiserver + etcd on 127.0.0.1, and the chart on a
+# real node (tests/node, scripts/node.sh) where the host allows it.
+#
+# From nothing, the stages that need the network or the CPUs overlap: Go's module downloads run
+# beside the apt packages, and the Go components (one `go build`, scripts/controlplane.sh build
+# all) beside the C++ build. The run ends with a table of its stages and their times, also when
+# it fails. Arguments are passed to ctest (e.g. `-L unit`, `-R controller`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
 export NCCLGUARD_BUILD_DIR=$build
 
-"$root/scripts/bootstrap.sh"
-"$root/scripts/controlplane.sh" build
-# Kueue's manager for kueue_tests (ctest label kueue); where it cannot be built they skip.
-"$root/scripts/controlplane.sh" build kueue ||
-  echo "test.sh: Kueue could not be built: kueue_tests will be skipped" >&2
-# The test node's binaries and pause image (ctest label node), where this host can run a node
+stage_names=() stage_seconds=() stage_results=()
+run_start=$SECONDS
+# record NAME SECONDS RESULT: one row of the table.
+record() { stage_names+=("$1"); stage_seconds+=("$2"); stage_results+=("$3"); }
+print_stages() {
+  local i
+  printf '\ntest.sh: stages (wall-clock; stages marked & ran beside the next ones)\n'
+  printf '  %-44s %9s  %s\n' stage seconds result
+  for i in "${!stage_names[@]}"; do
+    printf '  %-44s %9s  %s\n' "${stage_names[$i]}" "${stage_seconds[$i]}" "${stage_results[$i]}"
+  done
+  printf '  %-44s %9s\n' total "$((SECONDS - run_start))"
+}
+# stage NAME COMMAND...: runs COMMAND in the foreground and records its time and result; a
+# failure ends the run (after the table).
+stage() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  record "$name" "$((SECONDS - start))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+  ((rc == 0)) || exit "$rc"
+}
+
+# Background stages: started with bg_start in a process group of their own (so that one can
+# be stopped whole, its `go build` included), collected with bg_wait (which records them).
+declare -A bg_pid=() bg_begin=()
+bg_start() {
+  local name=$1
+  shift
+  bg_begin[$name]=$SECONDS
+  setsid "$@" &
+  bg_pid[$name]=$!
+}
+bg_wait() {
+  local name=$1 rc=0
+  wait "${bg_pid[$name]}" || rc=$?
+  record "$name &" "$((SECONDS - bg_begin[$name]))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+  unset "bg_pid[$name]"
+  return "$rc"
+}
+# A failed foreground stage must not leave a background one running.
+stop_background() {
+  local name
+  for name in "${!bg_pid[@]}"; do
+    kill -- "-${bg_pid[$name]}" 2>/dev/null || true
+    wait "${bg_pid[$name]}" 2>/dev/null || true
+  done
+}
+trap 'stop_background; print_stages' EXIT
+
+can_run_node() { [[ $EUID == 0 ]] && unshare --net --mount true 2>/dev/null; }
+
+# Go's module downloads need only Go and the network: beside the apt packages.
+bg_start "Go module downloads" "$root/scripts/controlplane.sh" download
+stage "apt packages and CUDA headers (bootstrap.sh)" "$root/scripts/bootstrap.sh"
+bg_wait "Go module downloads" || exit 1
+
+# The Go components (kube-apiserver, etcd, kubectl, helm, the node's commands, CoreDNS, Kueue,
+# the training operator) beside the C++ build: both keep the cores busy, and each waits on
+# the other's links and downloads less than alone.
+bg_start "Go components (controlplane.sh build all)" "$root/scripts/controlplane.sh" build all
+stage "C++ build (build.sh)" "$root/scripts/build.sh"
+bg_wait "Go components (controlplane.sh build all)" || exit 1
+
+# The test node's images (pause, CoreDNS, training operator), where this host can run a node
 # (root, network and mount namespaces); elsewhere node_tests skip with the reason.
-if [[ $EUID == 0 ]] && unshare --net --mount true 2>/dev/null; then
-  "$root/scripts/node.sh" build
+if can_run_node; then
+  stage "test node's images (node.sh build)" "$root/scripts/node.sh" build
 else
   echo "test.sh: this host cannot run the test node (needs root and namespaces): node_tests will be skipped" >&2
 fi
-"$root/scripts/build.sh"
+
 cd "$build"
 rc=0
+ctest_start=$SECONDS
 ctest --output-on-failure --timeout 900 "$@" || rc=$?
+record "ctest" "$((SECONDS - ctest_start))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
 if ((rc != 0)); then
-  # The last lines of a CI log are often all that is kept: say there what failed.
+  # The last lines of a CI log are often all that is kept: the table, then what failed.
+  trap - EXIT
+  print_stages
   # shellcheck source=lib/test-failures.sh
   source "$root/scripts/lib/test-failures.sh"
   echo "test.sh: ctest failed (exit $rc); the failed assertions:" >&2
