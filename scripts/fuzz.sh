@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh TARGET SECONDS      builds TARGET and fuzzes it; exits 1 on a finding
 #   scripts/fuzz.sh --ci [SECONDS]      every target over its committed corpus, then SECONDS
 #                                       (default 3) of fresh fuzzing each; exits 1 on a finding
+#   scripts/fuzz.sh --build             only builds every target (scripts/test.sh runs it at low
+#                                       priority beside the tests, before fuzz_regression's turn)
 # Committed seeds and every past finding live in fuzz/corpus/TARGET/ and are only read; what a
 # run discovers goes to BUILD/fuzz-corpus/TARGET/, findings to BUILD/fuzz-findings/TARGET/.
 # Exits 77 where clang or libFuzzer is missing (scripts/bootstrap.sh installs them).
@@ -49,12 +51,17 @@ build_targets() {
   fi
   local cuda_include
   cuda_include=$("$root/scripts/cuda-headers.sh")
+  # One build at a time in this folder: a second waits, then finds the targets up to date.
+  mkdir -p "$build"
+  exec 8>"$build/.fuzz-build.lock"
+  flock 8
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DNCCLGUARD_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNCCLGUARD_CUDA_INCLUDE_DIR="$cuda_include" \
     "${launcher[@]}" >/dev/null
   local args=()
   for t in "$@"; do args+=(--target "fuzz_$t"); done
   cmake --build "$build" --parallel "$(nproc)" "${args[@]}" >&2
+  exec 8>&-
 }
 
 # run TARGET SECONDS [EXTRA...]: fuzzes for SECONDS after running every committed input once.
@@ -78,6 +85,9 @@ run() {
 case "${1:-}" in
   --list)
     printf '%s\n' "${targets[@]}"
+    ;;
+  --build)
+    build_targets "${targets[@]}"
     ;;
   --ci)
     seconds=${2:-3}

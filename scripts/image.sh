@@ -10,6 +10,9 @@
 #                               seconds once the base layers are cached
 #   scripts/image.sh --full     the whole Dockerfile, compiling ncclguard inside the build
 #                               stage, as `docker build .` does (minutes)
+#   scripts/image.sh --prepare  only what needs no ncclguard binary: the Debian base images and
+#                               the runtime stage's layers (network-bound, minutes the first
+#                               time), so that scripts/test.sh can make them while it compiles
 #
 # The Debian base images the Dockerfile starts from (debian:bookworm, debian:bookworm-slim)
 # are made here with debootstrap from the Debian mirror and cached; the Debian mirror (and,
@@ -29,11 +32,12 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/images"
 log() { printf 'image: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-full=0
+full=0 prepare=0
 case "${1:-}" in
   "") ;;
   --full) full=1 ;;
-  *) printf 'usage: %s [--full]\n' "$0" >&2; exit 2 ;;
+  --prepare) prepare=1 ;;
+  *) printf 'usage: %s [--full|--prepare]\n' "$0" >&2; exit 2 ;;
 esac
 
 command -v buildah >/dev/null || die "buildah not found (scripts/bootstrap.sh installs it)"
@@ -82,11 +86,17 @@ ensure_base() {
   log "base images docker.io/library/debian:bookworm and :bookworm-slim (debootstrap, local)"
 }
 
+# The Dockerfile's runtime stage (Debian and the shared libraries ncclguard links); its layers
+# are cached, so a second build of it takes seconds.
+build_runtime_stage() {
+  bud --target runtime -t localhost/ncclguard-runtime:latest -f "$repo/Dockerfile" "$repo" >&2
+}
+
 build_runtime_only() {
   local build_dir="${NCCLGUARD_BUILD_DIR:-$repo/build}"
   local binary="$build_dir/cli/ncclguard"
   [[ -x "$binary" ]] || die "no $binary: build it first (NCCLGUARD_BUILD_DIR=$build_dir scripts/build.sh ncclguard)"
-  bud --target runtime -t localhost/ncclguard-runtime:latest -f "$repo/Dockerfile" "$repo" >&2
+  build_runtime_stage
   local tmp ctr
   tmp="$(mktemp -d)"
   strip --strip-debug -o "$tmp/ncclguard" "$binary"
@@ -102,6 +112,11 @@ build_runtime_only() {
 
 start=$SECONDS
 ensure_base
+if ((prepare)); then
+  build_runtime_stage
+  log "base images and the runtime stage ready in $((SECONDS - start))s"
+  exit 0
+fi
 if ((full)); then
   log "building $reference from the whole Dockerfile (compiles ncclguard) ..."
   bud -t "$reference" -f "$repo/Dockerfile" "$repo" >&2

@@ -9,6 +9,8 @@
 # all) beside the C++ build. The run ends with a table of its stages and their times, also when
 # it fails. Arguments are passed to ctest (e.g. `-L unit`, `-R controller`).
 set -euo pipefail
+# The whole script is one block, read before it runs: editing it during a run is safe.
+{
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
 export NCCLGUARD_BUILD_DIR=$build
@@ -70,6 +72,16 @@ bg_start "Go module downloads" "$root/scripts/controlplane.sh" download
 stage "apt packages and CUDA headers (bootstrap.sh)" "$root/scripts/bootstrap.sh"
 bg_wait "Go module downloads" || exit 1
 
+# The test node's Debian base images and the runtime stage of the ncclguard image need the
+# network more than the CPUs (debootstrap, apt-get): beside the builds, where a node can run.
+node=false
+if can_run_node; then
+  node=true
+  bg_start "test node's base images (image.sh --prepare)" "$root/scripts/image.sh" --prepare
+else
+  echo "test.sh: this host cannot run the test node (needs root and namespaces): node_tests will be skipped" >&2
+fi
+
 # The Go components (kube-apiserver, etcd, kubectl, helm, the node's commands, CoreDNS, Kueue,
 # the training operator) beside the C++ build: both keep the cores busy, and each waits on
 # the other's links and downloads less than alone.
@@ -79,10 +91,19 @@ bg_wait "Go components (controlplane.sh build all)" || exit 1
 
 # The test node's images (pause, CoreDNS, training operator), where this host can run a node
 # (root, network and mount namespaces); elsewhere node_tests skip with the reason.
-if can_run_node; then
+if $node; then
+  bg_wait "test node's base images (image.sh --prepare)" || exit 1
   stage "test node's images (node.sh build)" "$root/scripts/node.sh" build
-else
-  echo "test.sh: this host cannot run the test node (needs root and namespaces): node_tests will be skipped" >&2
+fi
+
+# The fuzzers' own build (clang, sanitizers: scripts/fuzz.sh) at the lowest priority beside
+# the tests, most of which wait on servers more than they compute; fuzz_regression, later in
+# the run, waits for it and finds its targets built.
+fuzz_build=false
+if [[ $# == 0 ]]; then
+  fuzz_build=true
+  bg_start "fuzzers' build (fuzz.sh --build, nice 19)" nice -n 19 env \
+    NCCLGUARD_FUZZ_BUILD_DIR="$build-fuzz" "$root/scripts/fuzz.sh" --build
 fi
 
 cd "$build"
@@ -90,6 +111,9 @@ rc=0
 ctest_start=$SECONDS
 ctest --output-on-failure --timeout 900 "$@" || rc=$?
 record "ctest" "$((SECONDS - ctest_start))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+if $fuzz_build; then
+  bg_wait "fuzzers' build (fuzz.sh --build, nice 19)" || true # a failure is fuzz_regression's
+fi
 if ((rc != 0)); then
   # The last lines of a CI log are often all that is kept: the table, then what failed.
   trap - EXIT
@@ -100,3 +124,4 @@ if ((rc != 0)); then
   failed_assertions "$build" >&2
 fi
 exit "$rc"
+}
