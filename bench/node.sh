@@ -17,7 +17,9 @@ node_bench node
 if [[ -n ${COLD:-} ]]; then
   go="$(command -v go || echo /usr/local/go/bin/go)"
   "$go" clean -cache
-  rm -f "${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/"*/stamps/node
+  for b in kubelet kube-scheduler kube-controller-manager kube-proxy; do
+    rm -f "${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/"*/stamps/"$b"
+  done
   t0=$(now)
   "$root/scripts/node.sh" build >/dev/null
   echo "cold scripts/node.sh build: $(elapsed "$t0" "$(now)") s"
