@@ -9,7 +9,9 @@
 #                                    (the node's training jobs and cluster DNS, issue 14)
 #   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
 #   scripts/controlplane.sh build all    all of the above, in as few `go build`s as there are
-#                                    modules (the fastest way from nothing: scripts/test.sh)
+#                                    modules (the fastest way from nothing: scripts/test.sh);
+#                                    several groups may be named at once (`build node training`),
+#                                    `controlplane` being the default group
 #   scripts/controlplane.sh download Go's module downloads of every build, nothing compiled
 #   scripts/controlplane.sh start    start etcd + kube-apiserver; stdout is eval-able
 #   scripts/controlplane.sh stop     stop what start started, remove its state
@@ -93,12 +95,12 @@ EOF
 # The binaries of each argument of `build`.
 binaries_of() {
   case "$1" in
-    "") echo etcd kube-apiserver kubectl helm ;;
+    controlplane) echo etcd kube-apiserver kubectl helm ;;
     node) echo kubelet kube-scheduler kube-controller-manager kube-proxy ;;
     training) echo training-operator.v1 coredns ;;
     kueue) echo kueue ;;
     all) echo "${!binary_module[@]}" ;;
-    *) die "build: unknown component '$1' (known: node, training, kueue, all)" ;;
+    *) die "build: unknown component '$1' (known: controlplane, node, training, kueue, all)" ;;
   esac
 }
 
@@ -157,13 +159,14 @@ build_module() {
   rmdir "$tmp"
 }
 
-# cmd_build [node|training|kueue|all]: without an argument the control plane (etcd,
-# kube-apiserver, kubectl, helm); otherwise those of the group. A binary is rebuilt when it is
+# cmd_build [GROUP...]: the binaries of the groups (controlplane, node, training, kueue, all);
+# none: the control plane (etcd, kube-apiserver, kubectl, helm). A binary is rebuilt when it is
 # missing or its stamp differs from its module's hash; what is missing of one module is built
 # in one `go build`.
 cmd_build() {
-  local what="${1:-}" go; go="$(find_go)"
-  local wanted; wanted="$(binaries_of "$what")"
+  local go group wanted=""; go="$(find_go)"
+  (($#)) || set -- controlplane
+  for group in "$@"; do wanted+=" $(binaries_of "$group")"; done
   mkdir -p "$bin_dir" "$cache_dir/stamps"
   # Several test binaries may call build at once; one builds, the others wait.
   exec 9>"$cache_dir/.build.lock"
@@ -623,7 +626,7 @@ cmd_start_etcd() {
 
 main() {
   case "${1:-}" in
-    build) cmd_build "${2:-}" ;;
+    build) shift; cmd_build "$@" ;;
     download) cmd_download ;;
     start) cmd_start ;;
     stop) cmd_stop ;;
@@ -633,7 +636,7 @@ main() {
     stop-etcd) cmd_stop_etcd ;;
     start-etcd) cmd_start_etcd ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [node|training|kueue|all]|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [controlplane|node|training|kueue|all]...|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

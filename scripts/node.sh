@@ -122,8 +122,9 @@ training_operator_archive="$image_cache/training-operator-$TRAINING_OPERATOR_VER
 
 cmd_build() {
   "$script_dir/bootstrap.sh" --node-only
-  "$script_dir/controlplane.sh" build node
-  "$script_dir/controlplane.sh" build training
+  # The node's own control plane, its commands, CoreDNS and the training operator: one
+  # `go build` for what they share.
+  "$script_dir/controlplane.sh" build controlplane node training
   build_pause_image
   build_binary_image "$coredns_archive" "$coredns_image" "$bin_dir/coredns" /coredns
   build_binary_image "$training_operator_archive" "$training_operator_image" \
