@@ -22,11 +22,11 @@ record() { stage_names+=("$1"); stage_seconds+=("$2"); stage_results+=("$3"); }
 print_stages() {
   local i
   printf '\ntest.sh: stages (wall-clock; stages marked & ran beside the next ones)\n'
-  printf '  %-44s %9s  %s\n' stage seconds result
+  printf '  %-50s %7s  %s\n' stage seconds result
   for i in "${!stage_names[@]}"; do
-    printf '  %-44s %9s  %s\n' "${stage_names[$i]}" "${stage_seconds[$i]}" "${stage_results[$i]}"
+    printf '  %-50s %7s  %s\n' "${stage_names[$i]}" "${stage_seconds[$i]}" "${stage_results[$i]}"
   done
-  printf '  %-44s %9s\n' total "$((SECONDS - run_start))"
+  printf '  %-50s %7s\n' total "$((SECONDS - run_start))"
 }
 # stage NAME COMMAND...: runs COMMAND in the foreground and records its time and result; a
 # failure ends the run (after the table).
@@ -39,19 +39,23 @@ stage() {
 }
 
 # Background stages: started with bg_start in a process group of their own (so that one can
-# be stopped whole, its `go build` included), collected with bg_wait (which records them).
-declare -A bg_pid=() bg_begin=()
+# be stopped whole, its `go build` included), collected with bg_wait, which records the time
+# the stage itself took (it writes it to a file when it ends).
+declare -A bg_pid=() bg_file=()
+bg_times=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-test-stages.XXXXXX")
 bg_start() {
   local name=$1
   shift
-  bg_begin[$name]=$SECONDS
-  setsid "$@" &
+  bg_file[$name]=$(mktemp "$bg_times/stage.XXXXXX")
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  setsid bash -c 'rc=0; "${@:2}" || rc=$?; echo "$SECONDS" >"$1"; exit "$rc"' _ "${bg_file[$name]}" "$@" &
   bg_pid[$name]=$!
 }
 bg_wait() {
-  local name=$1 rc=0
+  local name=$1 rc=0 took
   wait "${bg_pid[$name]}" || rc=$?
-  record "$name &" "$((SECONDS - bg_begin[$name]))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+  took=$(cat "${bg_file[$name]}" 2>/dev/null || echo "?")
+  record "$name &" "$took" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
   unset "bg_pid[$name]"
   return "$rc"
 }
@@ -63,7 +67,7 @@ stop_background() {
     wait "${bg_pid[$name]}" 2>/dev/null || true
   done
 }
-trap 'stop_background; print_stages' EXIT
+trap 'stop_background; print_stages; rm -rf "$bg_times"' EXIT
 
 can_run_node() { [[ $EUID == 0 ]] && unshare --net --mount true 2>/dev/null; }
 
@@ -118,6 +122,7 @@ if ((rc != 0)); then
   # The last lines of a CI log are often all that is kept: the table, then what failed.
   trap - EXIT
   print_stages
+  rm -rf "$bg_times"
   # shellcheck source=lib/test-failures.sh
   source "$root/scripts/lib/test-failures.sh"
   echo "test.sh: ctest failed (exit $rc); the failed assertions:" >&2
