@@ -111,8 +111,8 @@ TEST(Diagnoses, ImagePullFailuresOnceAcrossRetries) {
   EXPECT_TRUE(Find("image-pull-failed", {Pod("p", waiting("ContainerCreating", ""))}).empty());
 }
 
-// The messages are the real kube-scheduler's (v1.34, tests/node/training_test.sh): a node full of
-// GPU pods is short of both resources, and that is no EFA problem.
+// The messages are the real kube-scheduler's (v1.34 and v1.35, tests/node/training_test.sh): a node
+// full of GPU pods is short of both resources, and that is no EFA problem.
 TEST(Diagnoses, EfaUnschedulableOnlyWhereTheGpusAreThere) {
   auto unschedulable = [](const std::string& message) {
     return Pod("p", Json{{"conditions",
