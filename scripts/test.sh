@@ -17,8 +17,12 @@ export NCCLGUARD_BUILD_DIR=$build
 
 stage_names=() stage_seconds=() stage_results=()
 run_start=$SECONDS
-# record NAME SECONDS RESULT: one row of the table.
-record() { stage_names+=("$1"); stage_seconds+=("$2"); stage_results+=("$3"); }
+# record NAME SECONDS EXIT: one row of the table.
+record() {
+  stage_names+=("$1")
+  stage_seconds+=("$2")
+  if [[ $3 == 0 ]]; then stage_results+=(ok); else stage_results+=("failed (exit $3)"); fi
+}
 print_stages() {
   local i
   printf '\ntest.sh: stages (wall-clock; stages marked & ran beside the next ones)\n'
@@ -34,7 +38,7 @@ stage() {
   local name=$1 start=$SECONDS rc=0
   shift
   "$@" || rc=$?
-  record "$name" "$((SECONDS - start))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+  record "$name" "$((SECONDS - start))" "$rc"
   ((rc == 0)) || exit "$rc"
 }
 
@@ -55,7 +59,7 @@ bg_wait() {
   local name=$1 rc=0 took
   wait "${bg_pid[$name]}" || rc=$?
   took=$(cat "${bg_file[$name]}" 2>/dev/null || echo "?")
-  record "$name &" "$took" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+  record "$name &" "$took" "$rc"
   unset "bg_pid[$name]"
   return "$rc"
 }
@@ -114,7 +118,7 @@ cd "$build"
 rc=0
 ctest_start=$SECONDS
 ctest --output-on-failure --timeout 900 "$@" || rc=$?
-record "ctest" "$((SECONDS - ctest_start))" "$([[ $rc == 0 ]] && echo ok || echo "failed (exit $rc)")"
+record "ctest" "$((SECONDS - ctest_start))" "$rc"
 if $fuzz_build; then
   bg_wait "fuzzers' build (fuzz.sh --build, nice 19)" || true # a failure is fuzz_regression's
 fi
