@@ -82,6 +82,19 @@ spec:
 )");
 }
 
+std::string EnvPointer(const core::Json& object, const std::string& name,
+                       const std::string& container) {
+  const core::JsonPointer env(container + "/env");
+  if (object.contains(env) && object.at(env).is_array()) {
+    const core::Json& vars = object.at(env);
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      if (vars[i].is_object() && vars[i].value("name", "") == name)
+        return env.to_string() + "/" + std::to_string(i);
+    }
+  }
+  return env.to_string() + "/<no " + name + ">";
+}
+
 std::string SourcePath(const std::string& relative) {
   return std::string(NCCLGUARD_SOURCE_DIR) + "/" + relative;
 }

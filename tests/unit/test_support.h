@@ -23,6 +23,12 @@ std::vector<core::Finding> FindingsOf(const core::Evaluation& evaluation, const 
 // tests to break one thing at a time.
 core::Json CompliantPod();
 
+// The JSON Pointer of env variable `name` in the container at `container` (a JSON Pointer) of
+// `object`, found by name, so that a test does not depend on where a manifest lists its
+// variables. "<container>/env/<no NAME>" when there is none, for the comparison to fail naming it.
+std::string EnvPointer(const core::Json& object, const std::string& name,
+                       const std::string& container = "/spec/containers/0");
+
 // A file under the source tree.
 std::string SourcePath(const std::string& relative);
 std::string ReadFile(const std::string& path);

@@ -8,13 +8,14 @@ namespace {
 constexpr const char* kCollnetOnEfaRule = "collnet-on-efa";
 
 TEST(CollnetOnEfa, WarnsWhenCollnetIsEnabledOnAnEfaPod) {
-  const core::Evaluation result = CheckPodEnv("NCCL_COLLNET_ENABLE", "1");
+  const core::Json pod = PodWithEnv("NCCL_COLLNET_ENABLE", "1");
+  const core::Evaluation result = Check(pod);
 
   const auto findings = FindingsOf(result, kCollnetOnEfaRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
+  EXPECT_EQ(f.path, EnvPointer(pod, "NCCL_COLLNET_ENABLE"));
   EXPECT_TRUE(Mentions(f.message, "container \"pytorch\" sets NCCL_COLLNET_ENABLE=1"));
   EXPECT_TRUE(Mentions(f.message, "Remove it or set it to 0."));
   EXPECT_TRUE(LinksTo(f, "advanced-tuning"));

@@ -22,7 +22,7 @@ TEST(FiProviderWithoutEfa, DeniesACpuContainerThatSetsFiProviderEfa) {
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, "/spec/containers/1/env/0");
+  EXPECT_EQ(f.path, EnvPointer(pod, "FI_PROVIDER", "/spec/containers/1"));
   EXPECT_TRUE(Mentions(f.message, "container \"sidecar\" sets FI_PROVIDER=efa"));
   EXPECT_TRUE(Mentions(f.message, "requests no vpc.amazonaws.com/efa"));
   EXPECT_TRUE(Mentions(f.message, "or remove FI_PROVIDER"));
@@ -36,7 +36,7 @@ TEST(FiProviderWithoutEfa, DeniesAGpuContainerWhoseInstanceTypeIsUnknown) {
 
   const auto findings = FindingsOf(result, kFiProviderWithoutEfaRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
-  EXPECT_EQ(findings.front().path, "/spec/containers/0/env/0");
+  EXPECT_EQ(findings.front().path, EnvPointer(pod, "FI_PROVIDER"));
   EXPECT_TRUE(Mentions(findings.front().message, "container \"pytorch\""));
 }
 

@@ -16,13 +16,14 @@ core::Json TwoPodJob(const std::string& master_addr) {
 }
 
 TEST(MasterAddrUnqualified, WarnsForABareName) {
-  const core::Evaluation result = CheckPodEnv("MASTER_ADDR", "master");
+  const core::Json pod = PodWithEnv("MASTER_ADDR", "master");
+  const core::Evaluation result = Check(pod);
 
   const auto findings = FindingsOf(result, kMasterAddrUnqualifiedRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Warn);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
+  EXPECT_EQ(f.path, EnvPointer(pod, "MASTER_ADDR"));
   EXPECT_TRUE(
       Mentions(f.message, "container \"pytorch\": MASTER_ADDR=\"master\" is not fully qualified"));
   EXPECT_TRUE(Mentions(f.message, "Use <pod>.<service>.<namespace>.svc.cluster.local"));
@@ -63,11 +64,13 @@ TEST(MasterAddrUnqualified, AcceptsLocalhostInASinglePod) {
 }
 
 TEST(MasterAddrUnqualified, WarnsForLocalhostInAMultiPodJob) {
-  const core::Evaluation result = Check(TwoPodJob("localhost"));
+  const core::Json job = TwoPodJob("localhost");
+  const core::Evaluation result = Check(job);
   const auto findings = FindingsOf(result, kMasterAddrUnqualifiedRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   EXPECT_EQ(findings.front().path,
-            "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env/0");
+            EnvPointer(job, "MASTER_ADDR",
+                       "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0"));
 }
 
 TEST(MasterAddrUnqualified, UsesThePolicyClusterDomain) {

@@ -8,13 +8,14 @@ namespace {
 constexpr const char* kNcclAlgoInvalidRule = "nccl-algo-invalid";
 
 TEST(NcclAlgoInvalid, DeniesAnUnknownAlgorithm) {
-  const core::Evaluation result = CheckPodEnv("NCCL_ALGO", "Ring,Fast");
+  const core::Json pod = PodWithEnv("NCCL_ALGO", "Ring,Fast");
+  const core::Evaluation result = Check(pod);
 
   const auto findings = FindingsOf(result, kNcclAlgoInvalidRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
+  EXPECT_EQ(f.path, EnvPointer(pod, "NCCL_ALGO"));
   EXPECT_TRUE(Mentions(
       f.message,
       "container \"pytorch\": NCCL_ALGO=\"Ring,Fast\" has the unknown algorithm \"Fast\""));

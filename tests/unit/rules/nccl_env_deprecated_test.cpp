@@ -21,13 +21,14 @@ constexpr Case kCases[] = {
 TEST(NcclEnvDeprecated, WarnsForEachDeprecatedNameAndNamesItsReplacement) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.old_name);
-    const core::Evaluation result = CheckPodEnv(c.old_name, "4");
+    const core::Json pod = PodWithEnv(c.old_name, "4");
+    const core::Evaluation result = Check(pod);
 
     const auto findings = FindingsOf(result, kNcclEnvDeprecatedRule);
     ASSERT_EQ(findings.size(), 1u) << Dump(result);
     const core::Finding& f = findings.front();
     EXPECT_EQ(f.level, core::Level::Warn);
-    EXPECT_EQ(f.path, "/spec/containers/0/env/6");
+    EXPECT_EQ(f.path, EnvPointer(pod, c.old_name));
     EXPECT_TRUE(Mentions(f.message, "container \"pytorch\" sets " + std::string(c.old_name) +
                                         ", which is deprecated"));
     EXPECT_TRUE(Mentions(f.message, "Use " + std::string(c.new_name) + " instead."));
@@ -42,8 +43,8 @@ TEST(NcclEnvDeprecated, WarnsOncePerDeprecatedVariable) {
   SetEnv(ContainerOf(pod), "NCCL_MAX_NCHANNELS", "16");
   const auto findings = FindingsOf(Check(pod), kNcclEnvDeprecatedRule);
   ASSERT_EQ(findings.size(), 2u);
-  EXPECT_EQ(findings[0].path, "/spec/containers/0/env/6");
-  EXPECT_EQ(findings[1].path, "/spec/containers/0/env/7");
+  EXPECT_EQ(findings[0].path, EnvPointer(pod, "NCCL_MIN_NCHANNELS"));
+  EXPECT_EQ(findings[1].path, EnvPointer(pod, "NCCL_MAX_NCHANNELS"));
 }
 
 TEST(NcclEnvDeprecated, WarnsWhenTheValueComesFromAConfigMap) {

@@ -8,13 +8,14 @@ namespace {
 constexpr const char* kNcclProtoInvalidRule = "nccl-proto-invalid";
 
 TEST(NcclProtoInvalid, DeniesAnUnknownProtocol) {
-  const core::Evaluation result = CheckPodEnv("NCCL_PROTO", "fast");
+  const core::Json pod = PodWithEnv("NCCL_PROTO", "fast");
+  const core::Evaluation result = Check(pod);
 
   const auto findings = FindingsOf(result, kNcclProtoInvalidRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, "/spec/containers/0/env/6");
+  EXPECT_EQ(f.path, EnvPointer(pod, "NCCL_PROTO"));
   EXPECT_TRUE(Mentions(
       f.message, "container \"pytorch\": NCCL_PROTO=\"fast\" has the unknown protocol \"fast\""));
   EXPECT_TRUE(Mentions(f.message, "Use LL, LL128 or Simple"));

@@ -62,12 +62,17 @@ inline void RemoveResource(core::Json& container, const char* resource) {
   container["resources"]["limits"].erase(resource);
 }
 
-// Evaluates the compliant pod with env `name` set on its GPU container.
-inline core::Evaluation CheckPodEnv(const std::string& name, const std::string& value,
-                                    const core::Policy& policy = core::Policy::Defaults()) {
+// The compliant pod with env `name` set on its GPU container.
+inline core::Json PodWithEnv(const std::string& name, const std::string& value) {
   core::Json pod = CompliantPod();
   SetEnv(ContainerOf(pod), name, value);
-  return Check(pod, policy);
+  return pod;
+}
+
+// Evaluates PodWithEnv(name, value).
+inline core::Evaluation CheckPodEnv(const std::string& name, const std::string& value,
+                                    const core::Policy& policy = core::Policy::Defaults()) {
+  return Check(PodWithEnv(name, value), policy);
 }
 
 // Appends a CPU container "sidecar" (busybox, no resources) to a bare Pod and returns it, for

@@ -6,8 +6,8 @@ namespace ncclguard::test {
 namespace {
 
 constexpr const char* kSocketIfnameInvalidRule = "socket-ifname-invalid";
-// NCCL_SOCKET_IFNAME is env entry 2 of the compliant pod.
-constexpr const char* kPath = "/spec/containers/0/env/2";
+// Where the compliant pod sets NCCL_SOCKET_IFNAME (SetEnv keeps an entry where it is).
+std::string IfnamePath() { return EnvPointer(CompliantPod(), "NCCL_SOCKET_IFNAME"); }
 
 core::Evaluation CheckIfname(const std::string& value, bool host_network = false) {
   core::Json pod = CompliantPod();
@@ -27,7 +27,7 @@ core::Finding DeniedFinding(const std::string& value, bool host_network = false)
 TEST(SocketIfnameInvalid, DeniesAHostInterfaceNameThePodDoesNotHave) {
   const core::Finding f = DeniedFinding("ens5");
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, kPath);
+  EXPECT_EQ(f.path, IfnamePath());
   EXPECT_TRUE(Mentions(
       f.message, "container \"pytorch\": NCCL_SOCKET_IFNAME=\"ens5\" leaves no usable interface"));
   EXPECT_TRUE(Mentions(f.message, "Use ^lo,docker,efa,veth or eth0."));
@@ -36,7 +36,7 @@ TEST(SocketIfnameInvalid, DeniesAHostInterfaceNameThePodDoesNotHave) {
 
 TEST(SocketIfnameInvalid, DeniesAnEmptyValue) {
   const core::Finding f = DeniedFinding("");
-  EXPECT_EQ(f.path, kPath);
+  EXPECT_EQ(f.path, IfnamePath());
   EXPECT_TRUE(Mentions(f.message, "NCCL_SOCKET_IFNAME=\"\" is empty"));
   EXPECT_TRUE(Mentions(f.message, "e.g. ^lo,docker,efa,veth"));
 }
@@ -76,7 +76,7 @@ TEST(SocketIfnameInvalid, StillDeniesAMalformedValueWithHostNetwork) {
 
 TEST(SocketIfnameInvalid, IgnoresAValueFromASecretOrConfigMap) {
   core::Json pod = CompliantPod();
-  ContainerOf(pod)["env"][2] = Yaml(
+  pod.at(core::JsonPointer(IfnamePath())) = Yaml(
       "var: {name: NCCL_SOCKET_IFNAME, valueFrom: {configMapKeyRef: {name: nccl, key: ifname}}}")
       ["var"];
   EXPECT_TRUE(FindingsOf(Check(pod), kSocketIfnameInvalidRule).empty());

@@ -62,13 +62,14 @@ std::size_t Denials(const core::Json& job, const char* container, const std::str
 }
 
 TEST(WorldSizeMismatch, DeniesAPyTorchJobWorldSizeThatMatchesNeitherPodsNorGpus) {
-  const core::Evaluation result = Check(WithWorldSize(PyTorchJob(3), kPyTorchWorker, "16"));
+  const core::Json job = WithWorldSize(PyTorchJob(3), kPyTorchWorker, "16");
+  const core::Evaluation result = Check(job);
 
   const auto findings = FindingsOf(result, kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
   const core::Finding& f = findings.front();
   EXPECT_EQ(f.level, core::Level::Deny);
-  EXPECT_EQ(f.path, std::string(kPyTorchWorker) + "/env/0");
+  EXPECT_EQ(f.path, EnvPointer(job, "WORLD_SIZE", kPyTorchWorker));
   EXPECT_TRUE(
       Mentions(f.message, "container \"pytorch\": WORLD_SIZE=\"16\" but the job starts 4 pod(s)"));
   EXPECT_TRUE(Mentions(f.message, "WORLD_SIZE must be 4 or 32"));
@@ -101,10 +102,11 @@ TEST(WorldSizeMismatch, CountsMpiWorkersButNotTheLauncher) {
   EXPECT_EQ(Denials(MpiJob(), kMpiLauncher, "2"), 0u);
   EXPECT_EQ(Denials(MpiJob(), kMpiLauncher, "16"), 0u);
 
-  const core::Evaluation result = Check(WithWorldSize(MpiJob(), kMpiLauncher, "3"));
+  const core::Json job = WithWorldSize(MpiJob(), kMpiLauncher, "3");
+  const core::Evaluation result = Check(job);
   const auto findings = FindingsOf(result, kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u) << Dump(result);
-  EXPECT_EQ(findings.front().path, std::string(kMpiLauncher) + "/env/0");
+  EXPECT_EQ(findings.front().path, EnvPointer(job, "WORLD_SIZE", kMpiLauncher));
   EXPECT_TRUE(
       Mentions(findings.front().message, "the job starts 2 pod(s), so WORLD_SIZE must be 2 or 16"));
 }
@@ -139,10 +141,10 @@ TEST(WorldSizeMismatch, MultipliesJobSetReplicasByParallelism) {
   EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "4"), 0u);
   EXPECT_EQ(Denials(Yaml(kJobSet), kJobSetContainer, "32"), 0u);
 
-  const auto findings = FindingsOf(Check(WithWorldSize(Yaml(kJobSet), kJobSetContainer, "2")),
-                                   kWorldSizeMismatchRule);
+  const core::Json job = WithWorldSize(Yaml(kJobSet), kJobSetContainer, "2");
+  const auto findings = FindingsOf(Check(job), kWorldSizeMismatchRule);
   ASSERT_EQ(findings.size(), 1u);
-  EXPECT_EQ(findings.front().path, std::string(kJobSetContainer) + "/env/0");
+  EXPECT_EQ(findings.front().path, EnvPointer(job, "WORLD_SIZE", kJobSetContainer));
 }
 
 TEST(WorldSizeMismatch, NeverFiresForABarePod) {
