@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_code.h"
 #include "core/policy.h"
 #include "webhook/server.h"
 
@@ -12,12 +13,6 @@ class App;
 }
 
 namespace ncclguard::cli {
-
-// Exit codes of lint and fix (docs/contract.md): no deny finding, a deny finding, input or usage
-// error.
-inline constexpr int kExitClean = 0;
-inline constexpr int kExitDenied = 1;
-inline constexpr int kExitInputError = 2;
 
 enum class OutputFormat { Text, Json };
 

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 #include <thread>
 
 #include "cli/commands.h"
@@ -131,7 +132,12 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
   }
-  log::ConfigureFromFlags(options.log_level, options.log_format);
+  try {
+    log::ConfigureFromFlags(options.log_level, options.log_format);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ncclguard controller: " << e.what() << "\n";
+    return kExitInputError;
+  }
   manager::ManagerOptions manager_options;
   manager_options.base_policy = LoadPolicy(policy);
   manager_options.workers = options.workers;

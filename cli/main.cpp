@@ -1,9 +1,9 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <stdexcept>
 
 #include "cli/commands.h"
-#include "core/errors.h"
 
 namespace {
 
@@ -116,33 +116,26 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitInputError;
   }
 
-  try {
-    if (lint->parsed()) {
-      return ncclguard::cli::RunLint(files,
-                                     format == "json" ? ncclguard::cli::OutputFormat::Json
-                                                      : ncclguard::cli::OutputFormat::Text,
-                                     policy);
-    }
-    if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
-    if (diagnose->parsed()) {
-      return ncclguard::cli::RunDiagnose(files,
+  return ncclguard::cli::RunReportingErrors(
+      [&] {
+        if (lint->parsed()) {
+          return ncclguard::cli::RunLint(files,
                                          format == "json" ? ncclguard::cli::OutputFormat::Json
                                                           : ncclguard::cli::OutputFormat::Text,
                                          policy);
-    }
-    if (webhook->parsed()) return ncclguard::cli::RunWebhook(webhook_options);
-    if (explain->parsed()) return ncclguard::cli::RunExplain(explain_options, policy);
-    if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
-    if (controller->parsed()) return ncclguard::cli::RunController(controller_options, policy);
-  } catch (const ncclguard::core::InputError& e) {
-    std::cerr << "ncclguard: " << e.what() << "\n";
-    return kExitInputError;
-  } catch (const ncclguard::core::PolicyError& e) {
-    std::cerr << "ncclguard: policy: " << e.what() << "\n";
-    return kExitInputError;
-  } catch (const std::exception& e) {
-    std::cerr << "ncclguard: internal error: " << e.what() << "\n";
-    return kExitInputError;
-  }
-  return kExitInputError;
+        }
+        if (fix->parsed()) return ncclguard::cli::RunFix(files, policy);
+        if (diagnose->parsed()) {
+          return ncclguard::cli::RunDiagnose(files,
+                                             format == "json" ? ncclguard::cli::OutputFormat::Json
+                                                              : ncclguard::cli::OutputFormat::Text,
+                                             policy);
+        }
+        if (webhook->parsed()) return ncclguard::cli::RunWebhook(webhook_options);
+        if (explain->parsed()) return ncclguard::cli::RunExplain(explain_options, policy);
+        if (probe->parsed()) return ncclguard::cli::RunProbe(probe_options, policy);
+        if (controller->parsed()) return ncclguard::cli::RunController(controller_options, policy);
+        throw std::logic_error("a subcommand was parsed that main does not run");
+      },
+      std::cerr);
 }

@@ -3,6 +3,7 @@
 #include <pplx/threadpool.h>
 #include <csignal>
 #include <iostream>
+#include <stdexcept>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
@@ -45,7 +46,12 @@ int RunWebhook(const WebhookOptions& options) {
   config.drain_timeout = std::chrono::milliseconds(options.drain_timeout_ms);
   config.shutdown_delay = std::chrono::milliseconds(options.shutdown_delay_ms);
 
-  log::ConfigureFromFlags(options.log_level, options.log_format);
+  try {
+    log::ConfigureFromFlags(options.log_level, options.log_format);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ncclguard webhook: " << e.what() << "\n";
+    return kExitInputError;
+  }
   if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
 
   // Signals are taken synchronously by this thread only; the listener's threads inherit the mask.

@@ -4,9 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
 
+#include "cli/exit_code.h"
 #include "core/catalog.h"
 #include "core/documents.h"
+#include "core/errors.h"
 #include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
@@ -193,6 +198,44 @@ TEST(CliBadInput, MissingFileBadPolicyAndBadFlagsExitTwo) {
   EXPECT_EQ(RunCli({"lint", "-o", "xml", "-"}).exit_code, 2);
   EXPECT_EQ(RunCli({"lint"}).exit_code, 2);
   EXPECT_EQ(RunCli({"frobnicate"}).exit_code, 2);
+}
+
+TEST(CliBadInput, ABadLogLevelIsAUsageErrorNotAnInternalOne) {
+  auto r = RunCli({"webhook", "--tls-cert-file", "/nonexistent/tls.crt", "--tls-key-file",
+                   "/nonexistent/tls.key", "--log-level", "loud"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--log-level loud"), std::string::npos) << r.err;
+  r = RunCli({"controller", "--log-level", "loud"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--log-level loud"), std::string::npos) << r.err;
+}
+
+// Exit 2 tells the user to fix the input; 3 that ncclguard has a bug (docs/contract.md).
+TEST(CliExitCode, InputAndPolicyErrorsExitTwoAnythingElseIsAnInternalErrorExitingThree) {
+  struct Case {
+    std::string name;
+    std::function<int()> command;
+    int exit_code;
+    std::string err;
+  };
+  const std::vector<Case> cases = {
+      {"returns", [] { return 1; }, 1, ""},
+      {"input", []() -> int { throw core::InputError("a.yaml: document 1: bad"); }, 2,
+       "ncclguard: a.yaml: document 1: bad\n"},
+      {"policy", []() -> int { throw core::PolicyError("p.yaml: unknown rule"); }, 2,
+       "ncclguard: policy: p.yaml: unknown rule\n"},
+      {"bug", []() -> int { throw std::logic_error("index out of range"); }, 3,
+       "ncclguard: internal error: index out of range\n"},
+      {"not an exception", []() -> int { throw 7; }, 3,
+       "ncclguard: internal error: an exception that is not a std::exception\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::ostringstream err;
+    EXPECT_EQ(cli::RunReportingErrors(c.command, err), c.exit_code);
+    EXPECT_EQ(err.str(), c.err);
+  }
+  EXPECT_EQ(cli::kExitInternalError, 3);
 }
 
 TEST(CliExplain, PrintsRuleTextFixAndGuideLink) {
