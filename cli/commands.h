@@ -6,6 +6,7 @@
 
 #include "cli/exit_code.h"
 #include "core/policy.h"
+#include "kube/client.h"
 #include "webhook/server.h"
 
 namespace CLI {
@@ -110,8 +111,7 @@ struct ControllerCommandOptions {
   int workers = 4;
   std::string log_level = "info";
   std::string log_format = "auto";
-  double qps = 500;
-  int burst = 1000;
+  kube::ClientOptions client;  // --kube-api-qps, --kube-api-burst
   std::string webhook_listen = "0.0.0.0:8443";
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -41,9 +41,11 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
   command->add_option("--workers", options.workers, "jobs reconciled in parallel")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  command->add_option("--kube-api-qps", options.qps, "client-side request rate limit")
+  command
+      ->add_option("--kube-api-qps", options.client.qps,
+                   "client-side request rate limit (requests a second; 0: none)")
       ->capture_default_str();
-  command->add_option("--kube-api-burst", options.burst, "client-side burst")
+  command->add_option("--kube-api-burst", options.client.burst, "client-side burst")
       ->capture_default_str();
   command->add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
@@ -151,8 +153,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
     manager_options.identity = pod;
   }
-  manager_options.client.qps = options.qps;
-  manager_options.client.burst = options.burst;
+  manager_options.client = options.client;
 
   kube::ClientConfig config;
   try {

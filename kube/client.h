@@ -20,8 +20,11 @@
 namespace ncclguard::kube {
 
 struct ClientOptions {
-  double qps = 50;  // <= 0: no client-side limit
-  int burst = 100;
+  // Client-side rate limiting, a token bucket per Client: a guard against a runaway loop (the
+  // API server's Priority and Fairness is what protects it). The controller's --kube-api-qps and
+  // --kube-api-burst, and so the chart's controller.kubeApiQps and kubeApiBurst, default to these.
+  double qps = 500;  // <= 0: no client-side limit
+  int burst = 1000;
   std::chrono::milliseconds request_timeout{30000};
   int max_retries_on_429 = 3;  // honours Retry-After (capped at 10 s each)
 };

@@ -40,7 +40,7 @@ struct ManagerOptions {
   // not installed does not count (it is reported not served at once, and managed once served);
   // this bounds the wait for one that cannot be listed at all (RBAC, say).
   std::chrono::milliseconds cache_sync_timeout{30000};
-  kube::ClientOptions client{500, 1000};
+  kube::ClientOptions client;
   // Reads bounded tails of managed training pods' logs for the log diagnoses (NcclTransport,
   // efa-tcp-fallback, ...; manager/pod_log_reader.h). Needs get on pods/log.
   bool read_pod_logs = true;

@@ -12,6 +12,7 @@
 #include "core/catalog.h"
 #include "core/documents.h"
 #include "core/errors.h"
+#include "kube/client.h"
 #include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
@@ -311,6 +312,19 @@ TEST(CliExplain, WithoutAnIdListsEveryIdGroupedByKind) {
   const auto at = off.out.find("ipc-lock-missing");
   EXPECT_NE(off.out.substr(at, off.out.find('\n', at) - at).find(" off "), std::string::npos)
       << off.out;
+}
+
+// The controller's client-side rate limit has one default (kube::ClientOptions): the flags take
+// it, and the chart and the README state it.
+TEST(CliController, KubeApiRateLimitDefaultsAreTheClientsInTheChartAndTheReadme) {
+  const kube::ClientOptions client;
+  const Json values = Yaml(ReadFile(SourcePath("charts/ncclguard/values.yaml")));
+  EXPECT_EQ(values["controller"]["kubeApiQps"].get<double>(), client.qps);
+  EXPECT_EQ(values["controller"]["kubeApiBurst"].get<int>(), client.burst);
+  const std::string row = "| `--kube-api-qps`, `--kube-api-burst` | " +
+                          std::to_string(static_cast<long>(client.qps)) + ", " +
+                          std::to_string(client.burst) + " |";
+  EXPECT_NE(ReadFile(SourcePath("README.md")).find(row), std::string::npos) << row;
 }
 
 }  // namespace
