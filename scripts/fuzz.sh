@@ -57,7 +57,7 @@ build_targets() {
   flock 8
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DNCCLGUARD_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNCCLGUARD_CUDA_INCLUDE_DIR="$cuda_include" \
-    "${launcher[@]}" >/dev/null
+    -DNCCLGUARD_WERROR=ON "${launcher[@]}" >/dev/null
   local args=()
   for t in "$@"; do args+=(--target "fuzz_$t"); done
   cmake --build "$build" --parallel "$(nproc)" "${args[@]}" >&2
