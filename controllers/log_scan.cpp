@@ -108,9 +108,12 @@ void LineSplitter::Append(std::string_view part) {
   pending_.append(part);
 }
 
-std::string RedactLine(std::string_view line) {
+namespace {
+
+// RedactLine and LogValue: `line` redacted, control bytes replaced, cut to `max_bytes` (> 3).
+std::string Redacted(std::string_view line, std::size_t max_bytes) {
   std::string out;
-  out.reserve(std::min(line.size(), kMaxEvidenceBytes));
+  out.reserve(std::min(line.size(), max_bytes));
   std::size_t i = 0;
   while (i < line.size()) {
     const char c = line[i];
@@ -164,20 +167,26 @@ std::string RedactLine(std::string_view line) {
         }
       }
     }
-    out += c;
+    out += !IsControlByte(c) ? c : c == '\t' ? ' ' : '?';
     ++i;
   next:
-    if (out.size() >= kMaxEvidenceBytes) break;
+    if (out.size() >= max_bytes) break;
   }
-  if (out.size() > kMaxEvidenceBytes || i < line.size()) {
+  if (out.size() > max_bytes || i < line.size()) {
     // Cut on a UTF-8 boundary.
-    std::size_t cut = std::min(out.size(), kMaxEvidenceBytes - 3);
+    std::size_t cut = std::min(out.size(), max_bytes - 3);
     while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
     out.resize(cut);
     out += "...";
   }
   return out;
 }
+
+}  // namespace
+
+std::string RedactLine(std::string_view line) { return Redacted(line, kMaxEvidenceBytes); }
+
+std::string LogValue(std::string_view value) { return Redacted(value, kMaxLogValueBytes); }
 
 bool LogContains(std::string_view text, std::string_view needle) {
   return text.find(needle) != std::string_view::npos;

@@ -23,6 +23,9 @@ namespace ncclguard::controllers {
 inline constexpr std::size_t kMaxLogLineBytes = 64 * 1024;
 // A matched line as kept in evidence, at most.
 inline constexpr std::size_t kMaxEvidenceBytes = 400;
+// A value a message quotes from a log (LogValue), at most: an Event's note is cut at 1 KiB and
+// a message may quote a few.
+inline constexpr std::size_t kMaxLogValueBytes = 128;
 
 // One log being read.
 struct LogSourceInfo {
@@ -47,7 +50,7 @@ struct LogEvidence {
 struct LogFinding {
   std::string_view id;  // the diagnosis (controllers/diagnoses/, core::Catalog)
   std::size_t source;   // the source it is mostly about (its first evidence)
-  std::string message;  // what was seen, one sentence (names sources, never log content)
+  std::string message;  // what was seen, one sentence (names sources; log content only as LogValue)
   std::vector<LogEvidence> evidence;
 };
 
@@ -152,8 +155,16 @@ class LineSplitter {
 
 // The line with what looks like a secret replaced by "<redacted>": the value of KEY=VALUE or
 // KEY: VALUE where KEY names a token, secret, password, credential or key; Bearer/Basic
-// credentials; AWS access key ids; GitHub and Hugging Face tokens. Cut to kMaxEvidenceBytes.
+// credentials; AWS access key ids; GitHub and Hugging Face tokens. A tab becomes a space and
+// any other control byte "?", so that none reaches a terminal, an Event or a condition raw. Cut
+// to kMaxEvidenceBytes with "...".
 std::string RedactLine(std::string_view line);
+// A value a message quotes from a log (a provider's name, "host:pid", a peer's address): as
+// RedactLine, cut to kMaxLogValueBytes. Every such value goes through it.
+std::string LogValue(std::string_view value);
+// NUL to U+001F and DEL: what no name in a log holds (a log file cut while it was written holds
+// NULs).
+inline bool IsControlByte(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 
 // Helpers for matchers.
 bool LogContains(std::string_view text, std::string_view needle);

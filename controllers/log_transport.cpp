@@ -1,6 +1,6 @@
 #include "controllers/log_transport.h"
 
-#include <cctype>
+#include <algorithm>
 
 #include "controllers/log_scan.h"
 
@@ -13,22 +13,23 @@ bool IsPluginNetwork(std::string_view name) {
   return name == "AWS Libfabric" || name == "Libfabric" || name == "OFI";
 }
 
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  return text;
+bool IsBlank(char c) { return c == ' ' || IsControlByte(c); }
+
+// The name in "Using network <name>": NCCL prints it with %s, so a control byte ends it (a log
+// file cut while it was written holds NULs there), as the line's end does.
+std::string_view NetworkName(std::string_view rest) {
+  while (!rest.empty() && IsBlank(rest.front())) rest.remove_prefix(1);
+  rest = rest.substr(0, std::find_if(rest.begin(), rest.end(), IsControlByte) - rest.begin());
+  while (!rest.empty() && rest.back() == ' ') rest.remove_suffix(1);
+  return rest;
 }
 
-// The word after `marker` in `text` (up to a space, comma or parenthesis).
+// The word after `marker` in `text` (up to a space, comma, parenthesis or control byte).
 std::string_view WordAfter(std::string_view text, std::size_t marker_end) {
   std::string_view rest = text.substr(marker_end);
   std::size_t end = 0;
-  while (end < rest.size() && rest[end] != ' ' && rest[end] != ',' && rest[end] != '(' &&
-         rest[end] != ')' && rest[end] != '\t') {
+  while (end < rest.size() && !IsBlank(rest[end]) && rest[end] != ',' && rest[end] != '(' &&
+         rest[end] != ')') {
     ++end;
   }
   return rest.substr(0, end);
@@ -68,13 +69,13 @@ void TransportReader::Feed(std::uint64_t number, std::string_view text) {
   if (text.find("NCCL") == std::string_view::npos) return;
   bool changed = false;
   if (const auto at = text.find("Using network "); at != std::string_view::npos) {
-    const std::string_view name = Trim(text.substr(at + 14));
+    const std::string_view name = NetworkName(text.substr(at + 14));
     if (name == "Socket") {
       Keep(socket_network_, number, text);
     } else if (IsPluginNetwork(name)) {
       Keep(plugin_network_, number, text);
     } else {
-      if (!other_network_) other_name_ = std::string(name);
+      if (!other_network_) other_name_ = LogValue(name);
       Keep(other_network_, number, text);
     }
     changed = true;
@@ -99,13 +100,12 @@ void TransportReader::Feed(std::uint64_t number, std::string_view text) {
       }
     }
     if (!selected.empty() && !provider_line_) {
-      provider_ = std::string(selected);
+      provider_ = LogValue(selected);
       Keep(provider_line_, number, text);
     }
     if (const auto init = text.find("Initializing aws-ofi-nccl ");
         init != std::string_view::npos && verdict_.plugin_version.empty()) {
-      verdict_.plugin_version =
-          "aws-ofi-nccl " + std::string(WordAfter(text, init + 26)).substr(0, 40);
+      verdict_.plugin_version = "aws-ofi-nccl " + LogValue(WordAfter(text, init + 26));
     }
   } else if (text.find("NET/Socket : Using") != std::string_view::npos) {
     Keep(socket_init_, number, text);

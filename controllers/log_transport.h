@@ -33,8 +33,8 @@ struct TransportVerdict {
   NcclTransportKind kind = NcclTransportKind::Unknown;
   std::string why;                      // one phrase: "Using network Socket", ...
   std::vector<TransportLine> evidence;  // at most 3 lines
-  std::string plugin_version;           // "aws-ofi-nccl 1.7.4-aws", when printed
-  std::string provider;                 // libfabric provider the plugin selected, when printed
+  std::string plugin_version;           // "aws-ofi-nccl 1.7.4-aws", when printed (LogValue)
+  std::string provider;  // libfabric provider the plugin selected, when printed (LogValue)
 };
 
 class TransportReader {
@@ -53,8 +53,8 @@ class TransportReader {
   std::optional<TransportLine> socket_init_;     // NET/Socket : Using [0]eth0...
   std::optional<TransportLine> no_plugin_;       // NET/Plugin: no plugin found / internal
   bool plugin_seen_ = false;                     // any NET/OFI line
-  std::string provider_;
-  std::string other_name_;
+  std::string provider_;                         // LogValue
+  std::string other_name_;                       // LogValue
   TransportVerdict verdict_;
 };
 

@@ -95,8 +95,8 @@ class FirstFailedRankLog final : public LogMatcher {
       if (!s.remote) s.remote = LogEvidence{line.source, line.number, RedactLine(text)};
       if (const auto at = text.find("remote peer "); at != std::string_view::npos) {
         std::string_view peer = text.substr(at + 12);
-        peer = peer.substr(0, std::min(peer.find_first_of("< \t"), std::size_t{128}));
-        if (!peer.empty() && peers_.size() < kMaxPeers) peers_.insert(std::string(peer));
+        peer = peer.substr(0, peer.find_first_of("< \t"));
+        if (!peer.empty() && peers_.size() < kMaxPeers) peers_.insert(LogValue(peer));
       }
       return;
     }
@@ -131,7 +131,7 @@ class FirstFailedRankLog final : public LogMatcher {
       message +=
           "; torchrun's first observed failure, in " + name(root->root_cause[0].source) + ":";
       for (std::size_t i = 1; i < root->root_cause.size(); ++i) {
-        message += " " + Field(root->root_cause[i].text);
+        message += " " + LogValue(Field(root->root_cause[i].text));
       }
       finding.source = root->root_cause[0].source;
       finding.evidence = root->root_cause;

@@ -75,7 +75,7 @@ class NcclVersionMismatchLog final : public LogMatcher {
     Seen& seen = it->second;
     if (seen.where.contains(line.source)) return;
     if (seen.where.size() < kMaxWhere) {
-      seen.where.emplace(line.source, std::string(NcclProcess(line.text)));
+      seen.where.emplace(line.source, LogValue(NcclProcess(line.text)));
     } else if (seen.counted.size() < kMaxCounted && seen.counted.insert(line.source).second) {
       ++seen.more;
     }

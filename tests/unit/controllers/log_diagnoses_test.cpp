@@ -188,6 +188,45 @@ TEST(LogTransport, OneCommunicatorOnSocketsMakesTheProcessSocket) {
   EXPECT_EQ(r.transports[0].kind, NcclTransportKind::Socket);
 }
 
+// Issue 23: a NUL (a log file truncated while it was written) or another control byte after a
+// name ends the name: it neither hides the fallback nor reaches a message or evidence raw.
+TEST(LogTransport, ControlBytesAfterANameNeitherHideItNorReachMessages) {
+  using namespace std::string_literals;
+  const auto expect_printable = [](const Result& r) {
+    std::vector<std::string> texts;
+    for (const LogFinding& f : r.findings) {
+      texts.push_back(f.message);
+      for (const auto& e : f.evidence) texts.push_back(e.text);
+    }
+    for (const auto& t : r.transports) {
+      texts.insert(texts.end(), {t.why, t.plugin_version, t.provider});
+      for (const auto& e : t.evidence) texts.push_back(e.text);
+    }
+    for (const std::string& text : texts) {
+      for (const char c : text) {
+        EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            << ::testing::PrintToString(text);
+      }
+    }
+  };
+  const Result socket = ScanOne("h:1:1 [0] NCCL INFO Using network Socket\0\0garbage\x1b[2J\n"s);
+  EXPECT_EQ(socket.transports[0].kind, NcclTransportKind::Socket) << socket.transports[0].why;
+  EXPECT_EQ(socket.Ids(), std::set<std::string>{"efa-tcp-fallback"});
+  expect_printable(socket);
+
+  const Result efa = ScanOne(
+      "h:1:1 [0] NCCL INFO NET/OFI Selected Provider is efa\0\x01(found 4 nics)\n"
+      "h:1:1 [0] NCCL INFO Using network Libfabric\r\x7f\n"s);
+  EXPECT_EQ(efa.transports[0].kind, NcclTransportKind::Efa) << efa.transports[0].why;
+  EXPECT_EQ(efa.transports[0].provider, "efa");
+  EXPECT_TRUE(efa.findings.empty());
+  expect_printable(efa);
+
+  const Result other = ScanOne("h:1:1 [0] NCCL INFO Using network IB\x1b]0;title\x07\n"s);
+  EXPECT_EQ(other.transports[0].why, "NCCL uses network IB, neither EFA nor sockets");
+  expect_printable(other);
+}
+
 // --- memlock -------------------------------------------------------------------------------
 
 TEST(LogMemoryRegistration, PluginLibfabricAndVerbsFailuresAreFound) {
@@ -372,6 +411,42 @@ TEST(LogRedaction, SecretsInAMatchedLineAreRedacted) {
             "NCCL INFO NET/OFI RC: -12, Error: Cannot allocate memory");
   const std::string huge(10000, 'x');
   EXPECT_LE(controllers::RedactLine(huge).size(), controllers::kMaxEvidenceBytes);
+}
+
+// Issue 23: what a message quotes of a log (a libfabric provider's name, "host:pid", the rest of a
+// "Using network" line, a peer's address) is redacted as evidence is and cut, so that neither a
+// secret nor 64 KiB of one line reaches an Event or a condition.
+TEST(LogRedaction, ValuesQuotedInMessagesAreRedactedAndCut) {
+  const std::string secret = "hf_AbCdEfGhIjKlMnOpQrStUvWx";
+  const std::string word(60000, 'x');
+  const Result r = Scan(
+      {{"provider.log", "h:1:1 [0] NCCL INFO NET/OFI Selected Provider is tcp;HF_TOKEN=" + secret +
+                            "\nh:1:1 [0] NCCL INFO Using network Libfabric\n"},
+       {"network.log", "h:1:1 [0] NCCL INFO Using network IB password=" + secret + "\n"},
+       {"host.log", secret + ":12:1 [0] NCCL INFO NCCL version 2.18.5+cuda12.2\n"},
+       {"long-host.log", word + ":13:1 [0] NCCL INFO NCCL version 2.19.3+cuda12.2\n"},
+       {"long-provider.log", "h:1:1 [0] NCCL INFO NET/OFI Selected Provider is " + word + "\n"},
+       {"long-network.log", "h:1:1 [0] NCCL INFO Using network " + word + "\n"},
+       {"peer.log", "h:1:1 [0] NCCL WARN Connection closed by remote peer " + secret + "<1>\n"}});
+  EXPECT_EQ(AllText(r).find(secret), std::string::npos) << AllText(r);
+  EXPECT_EQ(r.Ids(), (std::set<std::string>{"efa-tcp-fallback", "nccl-version-mismatch",
+                                            "first-failed-rank"}));
+  for (const LogFinding& f : r.findings) {
+    EXPECT_LE(f.message.size(), 512u) << f.id << ": " << f.message;
+    EXPECT_LE(controllers::LogFindingLine(f).size(), 1024u) << f.id;  // kube's cut of a note
+  }
+  for (const auto& t : r.transports) EXPECT_LE(t.why.size(), 256u) << t.why;
+  EXPECT_NE(r.transports[5].why.find("xxx..."), std::string::npos) << r.transports[5].why;
+}
+
+TEST(LogRedaction, LogValueIsRedactedPrintableAndCut) {
+  using namespace std::string_literals;
+  EXPECT_EQ(controllers::LogValue("efa"), "efa");
+  EXPECT_EQ(controllers::LogValue("tcp;api_key=s3cr3t"), "tcp;api_key=<redacted>");
+  EXPECT_EQ(controllers::LogValue("a\0b\tc\x1b[2J\x7f"s), "a?b c?[2J?");
+  const std::string cut = controllers::LogValue(std::string(1000, 'x'));
+  EXPECT_EQ(cut.size(), controllers::kMaxLogValueBytes);
+  EXPECT_TRUE(cut.ends_with("xx...")) << cut;
 }
 
 TEST(LogScanBounds, StateStaysBoundedWhateverTheLog) {
