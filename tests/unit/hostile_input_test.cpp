@@ -2,10 +2,13 @@
 // input: deep nesting, huge strings, many documents, invalid UTF-8 and control bytes, duplicate
 // keys, numbers beyond int64, endless input. docs/limits.md lists each with this test.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/documents.h"
 #include "core/errors.h"
@@ -207,6 +210,27 @@ TEST(HostileInput, JsonNumberOverflowIsAnInputErrorNamingFileAndDocument) {
     EXPECT_EQ(
         r.err.rfind("ncclguard: " + file.path() + ": document 2: a number is out of range", 0), 0u)
         << r.err;
+  }
+}
+
+// The exit status and the output (stdout and stderr together) of a shell command line.
+std::pair<int, std::string> RunShell(const std::string& command) {
+  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::string output;
+  char buffer[4096];
+  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// Issue 23: std::cin took a read error (EISDIR, standard input a directory) for the end of the
+// input: `ncclguard lint - < /` linted nothing and exited 0, `--policy -` applied no policy.
+TEST(HostileInput, AStandardInputReadErrorIsAnInputError) {
+  for (const char* args : {"lint -", "fix -", "lint --policy - /dev/null"}) {
+    const auto [status, output] = RunShell(std::string(NCCLGUARD_BINARY) + " " + args + " < /");
+    EXPECT_EQ(status, 2) << args;
+    EXPECT_EQ(output, "ncclguard: <stdin>: read error: Is a directory\n") << args;
   }
 }
 
