@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <set>
 
+#include "core/documents.h"
 #include "core/errors.h"
 #include "core/guide.h"
+#include "core/json.h"
 #include "core/rule.h"
 
 namespace ncclguard::core {
@@ -74,6 +76,20 @@ T Scalar(const YAML::Node& node, const std::string& where, const char* expected)
   }
 }
 
+// A string of the policy: `fix` writes it into manifests and the webhook into its JSON answers,
+// so it must be UTF-8 (yaml-cpp passes raw bytes through, and decodes "\N" and "\_" to the single
+// bytes 0x85 and 0xA0). Json's writer is the check those answers meet: it threw on such a string
+// and the webhook answered 500.
+std::string Utf8String(const YAML::Node& node, const std::string& where, const char* expected) {
+  std::string text = Scalar<std::string>(node, where, expected);
+  try {
+    static_cast<void>(Json(text).dump());
+  } catch (const Json::type_error&) {
+    throw PolicyError(where + ": not valid UTF-8");
+  }
+  return text;
+}
+
 YAML::Node RequireMap(const YAML::Node& node, const std::string& where) {
   if (!node.IsMap()) throw PolicyError(where + ": expected a mapping");
   return node;
@@ -87,7 +103,7 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
     CheckKeys(item, where, {"name", "efaDevices", "gpus", "gpudirectRdma"});
     InstanceType type;
     if (!item["name"]) throw PolicyError(where + ": name is required");
-    type.name = Scalar<std::string>(item["name"], where + ".name", "a string");
+    type.name = Utf8String(item["name"], where + ".name", "a string");
     if (type.name.empty() || type.name.find('.') == std::string::npos) {
       throw PolicyError(where + ".name: \"" + type.name +
                         "\" is not an instance type like p5.48xlarge");
@@ -130,7 +146,7 @@ void ApplyRules(const YAML::Node& map, Policy& policy) {
     if (item["enabled"])
       override_.enabled = Scalar<bool>(item["enabled"], where + ".enabled", "true or false");
     if (item["level"]) {
-      auto name = Scalar<std::string>(item["level"], where + ".level", "fix, warn or deny");
+      auto name = Utf8String(item["level"], where + ".level", "fix, warn or deny");
       auto level = ParseLevel(name);
       if (!level)
         throw PolicyError(where + ".level: \"" + name + "\" is not one of fix, warn, deny");
@@ -152,12 +168,22 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
   } catch (const YAML::Exception& e) {
     throw PolicyError(std::string("not valid YAML: ") + e.what());
   }
-  if (root.IsNull()) return base;
+  if (root.IsNull()) {
+    // Empty, comments only or null: no settings. Or text on which yaml-cpp stops advancing: one
+    // that starts with "," reads as endless empty documents, and Load returns the first. The
+    // manifest reader tells them apart.
+    try {
+      static_cast<void>(ParseDocuments(yaml_text));
+    } catch (const InputError& e) {
+      throw PolicyError(e.what());
+    }
+    return base;
+  }
   RequireMap(root, "policy");
   YAML::Node spec = root;
   if (root["kind"] || root["apiVersion"] || root["spec"]) {
     CheckKeys(root, "policy", {"apiVersion", "kind", "metadata", "spec"});
-    if (root["kind"] && Scalar<std::string>(root["kind"], "kind", "a string") != "NcclPolicy") {
+    if (root["kind"] && Utf8String(root["kind"], "kind", "a string") != "NcclPolicy") {
       throw PolicyError("kind: expected NcclPolicy");
     }
     spec = root["spec"] ? root["spec"] : YAML::Node(YAML::NodeType::Map);
@@ -170,22 +196,18 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
   Policy policy = base;
   try {
     if (spec["guideBaseURL"]) {
-      policy.guide_base_url =
-          Scalar<std::string>(spec["guideBaseURL"], "spec.guideBaseURL", "a URL");
+      policy.guide_base_url = Utf8String(spec["guideBaseURL"], "spec.guideBaseURL", "a URL");
       if (policy.guide_base_url.empty()) throw PolicyError("spec.guideBaseURL: must not be empty");
     }
     if (spec["socketIfname"]) {
-      policy.socket_ifname =
-          Scalar<std::string>(spec["socketIfname"], "spec.socketIfname", "a string");
+      policy.socket_ifname = Utf8String(spec["socketIfname"], "spec.socketIfname", "a string");
     }
     if (spec["clusterDomain"]) {
-      policy.cluster_domain =
-          Scalar<std::string>(spec["clusterDomain"], "spec.clusterDomain", "a string");
+      policy.cluster_domain = Utf8String(spec["clusterDomain"], "spec.clusterDomain", "a string");
     }
     if (spec["instanceTypes"]) ApplyInstanceTypes(spec["instanceTypes"], policy);
     if (spec["defaultInstanceType"]) {
-      auto name =
-          Scalar<std::string>(spec["defaultInstanceType"], "spec.defaultInstanceType", "a string");
+      auto name = Utf8String(spec["defaultInstanceType"], "spec.defaultInstanceType", "a string");
       policy.default_instance_type = name.empty() ? std::nullopt : std::optional<std::string>(name);
     }
     if (spec["rules"]) ApplyRules(spec["rules"], policy);

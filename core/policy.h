@@ -58,7 +58,9 @@ struct Policy {
   Level EffectiveLevel(std::string_view rule_id, Level rule_action) const;
 };
 
-// Applies the overrides in `yaml_text` on top of `base`. Throws PolicyError naming the field.
+// Applies the overrides in `yaml_text` on top of `base`; empty text, comments only or null has
+// none. Throws PolicyError naming the field, or the line for text that the manifest reader
+// (core::ParseDocuments) refuses. Every string read must be UTF-8.
 Policy ParsePolicy(std::string_view yaml_text, const Policy& base = Policy::Defaults());
 
 }  // namespace ncclguard::core

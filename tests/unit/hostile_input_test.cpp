@@ -234,6 +234,18 @@ TEST(HostileInput, AStandardInputReadErrorIsAnInputError) {
   }
 }
 
+// Issue 23: a policy file that starts with "," was read as no policy, the defaults applied; the
+// webhook loads its policy file the same way (cli::LoadPolicy).
+TEST(HostileInput, APolicyFileYamlCppCannotReadIsAPolicyError) {
+  TempFile policy(", rules: {image-unpinned: {enabled: false}}\n");
+  const CommandResult r =
+      RunCli({"lint", "--policy", policy.path(), SourcePath("examples/pytorchjob-p5.yaml")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "ncclguard: policy: " + policy.path() +
+                       ": not valid YAML: line 1, column 1: no document can be read from here\n");
+}
+
 // Endless or huge input stops being read at the 32 MiB limit: memory stays bounded.
 TEST(HostileInput, EndlessAndOversizedInputStopsAtTheLimit) {
   CommandResult r = RunCli({"lint", "/dev/zero"});

@@ -87,5 +87,37 @@ TEST(Policy, RejectsMistakesWithTheFieldNamed) {
   ExpectPolicyError("a: [", "not valid YAML");
 }
 
+// Issue 23: yaml-cpp reads text that starts with "," as endless empty documents, and YAML::Load
+// returned the first: a policy with no settings, the defaults applied.
+TEST(Policy, TextYamlCppCannotReadIsAnErrorNotNoSettings) {
+  ExpectPolicyError(",", "not valid YAML: line 1, column 1: no document can be read from here");
+  ExpectPolicyError(", rules: {image-unpinned: {enabled: false}}", "not valid YAML");
+  // Empty, comments only or null: no settings, as before.
+  for (const char* text : {"", "\n\n", "# settings to come\n", "---\n", "~\n", "null"}) {
+    EXPECT_EQ(ParsePolicy(text).socket_ifname, Policy::Defaults().socket_ifname) << text;
+  }
+}
+
+// Issue 23: `fix` wrote a policy's bytes that are not UTF-8 into manifests that `lint` then
+// refused, and the webhook answered 500. yaml-cpp passes raw bytes through and decodes "\N" and
+// "\_" to the single bytes 0x85 and 0xA0.
+TEST(Policy, StringsThatAreNotUtf8AreAnErrorNamingTheField) {
+  ExpectPolicyError("socketIfname: eth\xff", "spec.socketIfname: not valid UTF-8");
+  ExpectPolicyError("socketIfname: \"eth\\N\"", "spec.socketIfname: not valid UTF-8");
+  ExpectPolicyError("clusterDomain: \"cluster\\_local\"", "spec.clusterDomain: not valid UTF-8");
+  ExpectPolicyError("guideBaseURL: https://wiki.example/\xc3",
+                    "spec.guideBaseURL: not valid UTF-8");
+  ExpectPolicyError("defaultInstanceType: p5.\xe2\x82",
+                    "spec.defaultInstanceType: not valid UTF-8");
+  ExpectPolicyError("instanceTypes: [{name: \"p9.\\N\", gpus: 8}]",
+                    "spec.instanceTypes[0].name: not valid UTF-8");
+  ExpectPolicyError("rules: {image-unpinned: {level: \"deny\\N\"}}",
+                    "spec.rules.image-unpinned.level: not valid UTF-8");
+  ExpectPolicyError("kind: \"NcclPolicy\\_\"\nspec: {}", "kind: not valid UTF-8");
+  // UTF-8 beyond ASCII is text like any other.
+  EXPECT_EQ(ParsePolicy("clusterDomain: \"cl\u00fcster.local\"").cluster_domain,
+            "cl\u00fcster.local");
+}
+
 }  // namespace
 }  // namespace ncclguard::test
