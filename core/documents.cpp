@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/errors.h"
+#include "core/json_reader.h"
 
 namespace ncclguard::core {
 namespace {
@@ -94,6 +97,29 @@ Json ScalarToJson(const YAML::Node& node) {
   return text;  // other explicit tags: keep the text
 }
 
+// The keys of one mapping as it is converted: scanned while few, hashed once many, so a mapping
+// with 100k keys converts in linear time (Json's own lookup scans the object).
+class SeenKeys {
+ public:
+  // False when `key` was seen; `members` holds the keys so far, in order.
+  bool Insert(const std::string& key, const Json::object_t& members) {
+    constexpr std::size_t kHashFrom = 16;
+    if (hashed_.empty() && members.size() < kHashFrom) {
+      for (const auto& member : members) {
+        if (member.first == key) return false;
+      }
+      return true;
+    }
+    if (hashed_.empty()) {
+      for (const auto& member : members) hashed_.insert(member.first);
+    }
+    return hashed_.insert(key).second;
+  }
+
+ private:
+  std::unordered_set<std::string> hashed_;
+};
+
 Json NodeToJson(const YAML::Node& node, std::size_t depth) {
   if (depth > kMaxNestingDepth) {
     throw InputError("nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
@@ -111,6 +137,8 @@ Json NodeToJson(const YAML::Node& node, std::size_t depth) {
     }
     case YAML::NodeType::Map: {
       Json object = Json::object();
+      auto& members = object.get_ref<Json::object_t&>();
+      SeenKeys seen;
       for (const auto& entry : node) {
         if (!entry.first.IsScalar()) {
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
@@ -118,12 +146,12 @@ Json NodeToJson(const YAML::Node& node, std::size_t depth) {
         }
         std::string storage;
         const std::string& key = DecodedText(entry.first.Scalar(), entry.first.Mark(), storage);
-        if (object.contains(key)) {
+        if (!seen.Insert(key, members)) {
           // Kubernetes' YAML reader refuses these too; silently keeping one would drop a field.
           throw InputError("line " + std::to_string(entry.first.Mark().line + 1) +
                            ": duplicate key " + Json(key).dump());
         }
-        object[key] = NodeToJson(entry.second, depth + 1);
+        members.emplace_back(key, NodeToJson(entry.second, depth + 1));
       }
       return object;
     }
@@ -149,25 +177,20 @@ void RequireObject(const Json& document, std::size_t index) {
 DocumentSet ParseJson(std::string_view text) {
   DocumentSet set;
   set.format = DocumentFormat::JsonStream;
-  if (JsonNestingDepth(text) > kMaxNestingDepth) {
-    throw InputError("nesting deeper than " + std::to_string(kMaxNestingDepth) + " levels");
-  }
-  std::istringstream stream{std::string(text)};
+  const auto skip_space = [&](std::size_t at) {
+    const std::size_t next = text.find_first_not_of(" \t\r\n", at);
+    return next == std::string_view::npos ? text.size() : next;
+  };
   std::size_t index = 0;
-  while (true) {
-    stream >> std::ws;
-    if (stream.peek() == std::char_traits<char>::eof()) break;
+  for (std::size_t offset = skip_space(0); offset < text.size(); offset = skip_space(offset)) {
     Json value;
     try {
-      stream >> value;
-    } catch (const Json::parse_error& e) {
-      throw InputError(DocumentLabel(index) + ": not valid JSON: " + e.what());
-    } catch (const Json::out_of_range& e) {
-      // 1e999: a number no double holds.
-      throw InputError(DocumentLabel(index) + ": a number is out of range: " + e.what());
+      value = ReadJsonValueAt(text, offset, {.max_depth = kMaxNestingDepth});
+    } catch (const JsonReadError& e) {
+      if (e.kind() == JsonReadError::Kind::TooDeep) throw InputError(e.what());
+      throw InputError(DocumentLabel(index) + ": " + e.what());
     }
-    stream >> std::ws;
-    const bool last = stream.peek() == std::char_traits<char>::eof();
+    const bool last = skip_space(offset) == text.size();
     if (index == 0 && last && value.is_array()) {
       set.json_array = true;
       for (std::size_t i = 0; i < value.size(); ++i) RequireObject(value[i], i);
@@ -316,39 +339,106 @@ void RequireYamlText(std::string_view text) {
   }
 }
 
-// Remembers where the last document started; keeps nothing else.
-class DocumentMarks : public YAML::EventHandler {
- public:
-  YAML::Mark last;
-  void OnDocumentStart(const YAML::Mark& mark) override { last = mark; }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
+// What a document holds once its aliases are expanded: values (scalars, nulls, lists and maps,
+// keys included) and scalar bytes.
+struct ExpandedSize {
+  std::uint64_t values = 0;
+  std::uint64_t bytes = 0;
 };
 
-// yaml-cpp 0.7 stops advancing on some malformed input (`"",` is one) and reports empty
-// documents forever, which YAML::LoadAll collects until memory runs out (found by
-// fuzz/manifest_fix). A document after the first needs a marker of at least 3 bytes, so more
-// documents than that is this loop: a first pass that keeps nothing counts them.
-void RequireParserAdvances(const std::string& text) {
+// A first pass over the events that keeps no tree: where each document starts, and how large it
+// becomes when every alias is replaced by what its anchor holds. An alias repeats its anchor's
+// whole subtree, so nested anchors grow a document exponentially (a 352-byte "billion laughs"
+// holds 10^9 values): the conversion to Json, which expands them, must never see such a one.
+class DocumentScan : public YAML::EventHandler {
+ public:
+  YAML::Mark last;  // where the current document started
+  ExpandedSize size;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    last = mark;
+    size = {};
+    anchors_.clear();
+    open_.clear();
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t anchor) override { Leaf(anchor, 0); }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t anchor) override {
+    const auto it = anchors_.find(anchor);
+    if (it == anchors_.end()) return;  // yaml-cpp refuses an unknown alias itself
+    Add(it->second);
+  }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t anchor,
+                const std::string& value) override {
+    Leaf(anchor, value.size());
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(anchor);
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  void Add(const ExpandedSize& more) {
+    // Each term is at most the limit (a subtree is checked as it grows), so no sum overflows.
+    size.values += more.values;
+    size.bytes += more.bytes;
+    if (size.values > kMaxExpandedValues || size.bytes > kMaxExpandedBytes) {
+      throw InputError("larger than " + std::to_string(kMaxExpandedValues) + " values or " +
+                       std::to_string(kMaxExpandedBytes >> 20) + " MiB of text once its " +
+                       "aliases are expanded (YAML anchors repeated by aliases)");
+    }
+  }
+  void Leaf(YAML::anchor_t anchor, std::size_t bytes) {
+    const ExpandedSize leaf{1, bytes};
+    Add(leaf);
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = leaf;
+  }
+  void Open(YAML::anchor_t anchor) {
+    Add({1, 0});
+    open_.push_back({anchor, {size.values - 1, size.bytes}});
+  }
+  void Close() {
+    if (open_.empty()) return;
+    const auto [anchor, before] = open_.back();
+    open_.pop_back();
+    if (anchor != YAML::NullAnchor) {
+      anchors_[anchor] = {size.values - before.values, size.bytes - before.bytes};
+    }
+  }
+
+  std::unordered_map<YAML::anchor_t, ExpandedSize> anchors_;
+  std::vector<std::pair<YAML::anchor_t, ExpandedSize>> open_;
+};
+
+// One pass of DocumentScan over the whole stream, before anything is loaded:
+// - yaml-cpp 0.7 stops advancing on some malformed input (`"",` is one) and reports empty
+//   documents forever, which YAML::LoadAll collects until memory runs out (found by
+//   fuzz/manifest_fix). A document after the first needs a marker of at least 3 bytes, so more
+//   documents than that is this loop.
+// - a document that aliases expand past the limits is refused, naming it.
+void ScanDocuments(const std::string& text) {
   std::istringstream in(text);
   YAML::Parser parser(in);
-  DocumentMarks marks;
+  DocumentScan scan;
   const std::size_t max_documents = text.size() / 3 + 2;
-  for (std::size_t documents = 0; parser.HandleNextDocument(marks);) {
-    if (++documents > max_documents) {
-      throw InputError("not valid YAML: line " + std::to_string(marks.last.line + 1) + ", column " +
-                       std::to_string(marks.last.column + 1) +
-                       ": no document can be read from here");
+  std::size_t documents = 0;
+  try {
+    while (parser.HandleNextDocument(scan)) {
+      if (++documents > max_documents) {
+        throw InputError("not valid YAML: line " + std::to_string(scan.last.line + 1) +
+                         ", column " + std::to_string(scan.last.column + 1) +
+                         ": no document can be read from here");
+      }
     }
+  } catch (const InputError& e) {
+    if (documents > max_documents) throw;
+    throw InputError(DocumentLabel(documents) + ": " + e.what());  // the one being read
   }
 }
 
@@ -358,7 +448,7 @@ DocumentSet ParseYaml(std::string_view text) {
   std::vector<YAML::Node> nodes;
   try {
     const std::string owned(text);
-    RequireParserAdvances(owned);
+    ScanDocuments(owned);
     nodes = YAML::LoadAll(owned);
   } catch (const YAML::ParserException& e) {
     if (std::string_view(e.msg).find("bad file") != std::string_view::npos || e.msg.empty()) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,11 +22,17 @@ struct DocumentSet {
 };
 
 inline constexpr std::size_t kMaxNestingDepth = 256;
+// A YAML document may hold this much once its aliases are expanded (values, keys included, and
+// bytes of scalar text): Kubernetes objects are far smaller (etcd keeps 1.5 MiB), and a few
+// nested anchors can otherwise stand for billions of values.
+inline constexpr std::uint64_t kMaxExpandedValues = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t kMaxExpandedBytes = std::uint64_t{32} << 20;
 
 // Parses multi-document YAML, a JSON object, a JSON array of objects, or concatenated JSON
 // objects. Empty YAML documents are skipped. Throws InputError naming the document (1-based)
 // for text that is not YAML/JSON, a document that is not an object, nesting deeper than
-// kMaxNestingDepth, YAML that is not UTF-8 or holds a raw control character (line and column
+// kMaxNestingDepth, a YAML document past kMaxExpandedValues or kMaxExpandedBytes once its
+// aliases are expanded, YAML that is not UTF-8 or holds a raw control character (line and column
 // named), a duplicate key in a YAML mapping, or a JSON number beyond a double's range.
 // docs/limits.md states the rest (numbers beyond int64, JSON duplicate keys).
 DocumentSet ParseDocuments(std::string_view text);

@@ -4,6 +4,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/json_reader.h"
 #include "log/log.h"
 
 namespace ncclguard::kube {
@@ -41,12 +42,12 @@ std::string WriteQuery(const WriteOptions& options) {
 }
 
 core::Json ParseBody(const std::string& body, const std::string& what) {
-  core::Json parsed = core::Json::parse(body, nullptr, false);
-  if (parsed.is_discarded()) {
+  try {
+    return core::ReadJson(body);
+  } catch (const core::JsonReadError&) {
     throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
                                            body.substr(0, std::min<size_t>(200, body.size())));
   }
-  return parsed;
 }
 
 }  // namespace

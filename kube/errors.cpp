@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/json.h"
+#include "core/json_reader.h"
 
 namespace ncclguard::kube {
 
@@ -88,8 +89,13 @@ ApiError ErrorFromResponse(const std::string& what, long http_status, const std:
   std::string message = body;
   std::string reason;
   long code = http_status;
-  auto status = core::Json::parse(body, nullptr, false);
-  if (!status.is_discarded() && status.is_object() && status.value("kind", "") == "Status") {
+  core::Json status;
+  try {
+    status = core::ReadJson(body);
+  } catch (const core::JsonReadError&) {
+    // not a Status: the body is the message
+  }
+  if (status.is_object() && status.value("kind", "") == "Status") {
     message = status.value("message", "");
     reason = status.value("reason", "");
     if (status.contains("code") && status["code"].is_number_integer()) code = status["code"];

@@ -1,5 +1,7 @@
 #include "kube/watch_stream.h"
 
+#include "core/json_reader.h"
+
 namespace ncclguard::kube {
 namespace {
 
@@ -35,8 +37,12 @@ const char* WatchEventTypeName(WatchEventType type) {
 }
 
 WatchEvent ParseWatchEvent(std::string_view line) {
-  core::Json parsed = core::Json::parse(line.begin(), line.end(), nullptr, false);
-  if (parsed.is_discarded()) throw DecodeError("line is not JSON", line);
+  core::Json parsed;
+  try {
+    parsed = core::ReadJson(line);
+  } catch (const core::JsonReadError&) {
+    throw DecodeError("line is not JSON", line);
+  }
   if (!parsed.is_object()) throw DecodeError("event is not a JSON object", line);
   auto type_it = parsed.find("type");
   if (type_it == parsed.end() || !type_it->is_string()) {

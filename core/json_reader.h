@@ -1,0 +1,43 @@
+// JSON text to a Json tree in time linear in the text. nlohmann::ordered_json looks a key up by
+// scanning its object, so its own parser takes quadratic time on an object with many keys (100k
+// labels: a minute of CPU); this reader indexes the keys of large objects while it builds them.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "core/errors.h"
+#include "core/json.h"
+
+namespace ncclguard::core {
+
+class JsonReadError : public InputError {
+ public:
+  enum class Kind {
+    Syntax,            // not JSON (nlohmann's message: line, column, what was expected)
+    NumberOutOfRange,  // 1e999: no double holds it
+    TooDeep,           // nesting past the limit
+  };
+  JsonReadError(Kind kind, const std::string& message) : InputError(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+struct JsonReadOptions {
+  // Arrays and objects may nest this deep; refused while reading, before anything deeper is
+  // built (copies, dumps and comparisons of a tree recurse).
+  std::size_t max_depth = 256;
+};
+
+// Reads the one JSON value that `text` holds (whitespace around it allowed). A repeated key
+// keeps its first place and its last value, as kube-apiserver reads it. Throws JsonReadError.
+Json ReadJson(std::string_view text, const JsonReadOptions& options = {});
+
+// Reads the JSON value that starts at text[offset] (after whitespace) and sets `offset` just
+// past it: for concatenated values. Throws JsonReadError.
+Json ReadJsonValueAt(std::string_view text, std::size_t& offset,
+                     const JsonReadOptions& options = {});
+
+}  // namespace ncclguard::core
