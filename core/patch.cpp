@@ -16,16 +16,14 @@ const Json* FindIn(const Json& root, const JsonPointer& at) {
 }  // namespace
 
 PatchPlan::Created* PatchPlan::CreatedContaining(const JsonPointer& at, JsonPointer& relative) {
+  if (created_.empty()) return nullptr;
   const std::string text = at.to_string();
-  for (Created& created : created_) {
-    if (text == created.at_text) {
-      relative = JsonPointer();
-      return &created;
-    }
-    if (text.size() > created.at_text.size() && text.starts_with(created.at_text) &&
-        text[created.at_text.size()] == '/') {
-      relative = JsonPointer(text.substr(created.at_text.size()));
-      return &created;
+  // The path itself, then each parent ("/a/b/c", "/a/b", "/a"): one lookup a level.
+  for (std::size_t end = text.size(); end > 0; end = text.rfind('/', end - 1)) {
+    const auto found = created_at_.find(text.substr(0, end));
+    if (found != created_at_.end()) {
+      relative = end == text.size() ? JsonPointer() : JsonPointer(text.substr(end));
+      return &created_[found->second];
     }
   }
   return nullptr;
@@ -67,6 +65,7 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
     created->value[relative][target.back()] = std::move(value);
   } else {
     created_.push_back({target, target.to_string(), std::move(value)});
+    created_at_.emplace(created_.back().at_text, created_.size() - 1);
   }
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,9 @@ class PatchPlan {
 
   const Json* base_;
   std::vector<Created> created_;
+  // Position in created_ by at_text: a path's containing entry is found by its prefixes, so a
+  // plan over thousands of containers stays linear (created entries never nest).
+  std::unordered_map<std::string, std::size_t> created_at_;
   std::vector<Json> ops_;
 };
 
