@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 600000));
   webhook
       ->add_option("--threads", webhook_options.threads,
-                   "listener threads (default: the listener's own default)")
-      ->check(CLI::Range(1, 256));
+                   "listener threads, at least 2: the listener's close runs on one of them and "
+                   "waits for the others (default: the listener's own, 40)")
+      ->check(CLI::Range(2, 256));
   webhook
       ->add_option("--log-level", webhook_options.log_level,
                    "trace, debug, info, warn, error or off")

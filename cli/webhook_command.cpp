@@ -52,10 +52,10 @@ int RunWebhook(const WebhookOptions& options) {
     std::cerr << "ncclguard webhook: " << e.what() << "\n";
     return kExitInputError;
   }
-  if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
-
-  // Signals are taken synchronously by this thread only; the listener's threads inherit the mask.
+  // Signals are taken synchronously by this thread only; the listener's threads, started next,
+  // inherit the mask.
   const sigset_t signals = BlockTerminationSignals();
+  if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
 
   std::unique_ptr<webhook::WebhookServer> server;
   try {

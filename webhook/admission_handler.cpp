@@ -10,6 +10,7 @@
 #include "core/kueue.h"
 #include "core/rule.h"
 #include "core/workload.h"
+#include "memory/allocation_budget.h"
 
 namespace ncclguard::webhook {
 namespace {
@@ -161,6 +162,13 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());
+  } catch (const memory::BudgetExceeded& e) {
+    if (e.Pool()) throw;  // the replica is busy, not this object too large: the server says 503
+    return Refuse(request, AdmitResult::Denied, 413, "RequestEntityTooLarge",
+                  "ncclguard cannot check " + ref.Describe() + ": " + e.what() +
+                      "; the request is denied so nothing unchecked runs");
+  } catch (const std::bad_alloc&) {
+    throw;  // out of memory: the server answers 503 and the review fails alone
   } catch (const std::exception& e) {
     return Refuse(request, AdmitResult::Error, 500, "InternalError",
                   "ncclguard internal error while checking " + ref.Describe() + ": " + e.what() +

@@ -1,6 +1,6 @@
 #include "webhook/admission_review.h"
 
-#include "core/documents.h"
+#include "core/json_reader.h"
 
 #include <openssl/evp.h>
 
@@ -62,11 +62,15 @@ void CheckObjectKind(const core::Json& object, const GroupVersionKind& claimed) 
 }  // namespace
 
 AdmissionRequest ParseAdmissionReview(std::string_view body) {
-  if (core::JsonNestingDepth(body) > kMaxNesting) {
-    throw ReviewError("body nests deeper than " + std::to_string(kMaxNesting) + " levels");
+  core::Json review;
+  try {
+    review = core::ReadJson(body, {.max_depth = kMaxNesting});
+  } catch (const core::JsonReadError& e) {
+    if (e.kind() == core::JsonReadError::Kind::TooDeep) {
+      throw ReviewError("body nests deeper than " + std::to_string(kMaxNesting) + " levels");
+    }
+    throw ReviewError("body is not JSON");
   }
-  core::Json review = core::Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (review.is_discarded()) throw ReviewError("body is not JSON");
   if (!review.is_object()) throw ReviewError("body is not a JSON object");
   const std::string api_version = StringMember(review, "apiVersion", "review", true);
   const std::string kind = StringMember(review, "kind", "review", true);

@@ -67,7 +67,7 @@ std::optional<Refusal> CheckBodyHeaders(const http_headers& headers, std::size_t
 }
 
 void LogAdmission(std::string_view endpoint, const RequestSummary& request,
-                  const AdmissionOutcome& outcome, double seconds) {
+                  const AdmissionOutcome& outcome, double seconds, std::size_t memory_bytes) {
   const bool failed = outcome.result == AdmitResult::Error;
   const log::Level level = failed ? log::Level::Error : log::Level::Info;
   if (!log::Enabled(level)) return;
@@ -83,7 +83,8 @@ void LogAdmission(std::string_view endpoint, const RequestSummary& request,
                      {"result", AdmitResultName(outcome.result)},
                      {"rules", std::move(rules)},
                      {"dryRun", request.dry_run},
-                     {"durationMs", seconds * 1000.0}};
+                     {"durationMs", seconds * 1000.0},
+                     {"memoryBytes", memory_bytes}};
   if (failed) fields.push_back({"error", outcome.response.message});
   log::Write(level, "admission", fields);
 }
@@ -106,12 +107,22 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
         start_(std::chrono::steady_clock::now()) {
     ++server_.in_flight_;
   }
-  ~Exchange() { --server_.in_flight_; }
+  ~Exchange() {
+    server_.memory_pool_.Give(body_bytes_);
+    --server_.in_flight_;
+  }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
   http_request& request() { return request_; }
   const std::string& path() const { return path_; }
+  // Takes the body's memory from the in-flight pool until the answer is written: twice its
+  // length, for the listener's buffer and the string the review is read from.
+  bool HoldBody(std::size_t length) {
+    if (!server_.memory_pool_.TryTake(2 * length)) return false;
+    body_bytes_ = 2 * length;
+    return true;
+  }
   double Seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
@@ -156,10 +167,12 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
   http_request request_;
   const std::string path_;
   const std::chrono::steady_clock::time_point start_;
+  std::size_t body_bytes_ = 0;
 };
 
 WebhookServer::WebhookServer(ServerConfig config)
     : config_(std::move(config)),
+      memory_pool_(config_.max_in_flight_bytes),
       listener_(std::make_unique<Listener>()),
       certificate_watch_({config_.tls_cert_file, config_.tls_key_file}),
       policy_watch_(config_.policy_files) {
@@ -300,7 +313,32 @@ void WebhookServer::Shutdown() {
 }
 
 void WebhookServer::Handle(void* raw_request) {
-  auto exchange = std::make_shared<Exchange>(*this, *static_cast<http_request*>(raw_request));
+  // Nothing may escape into the listener: an exception there ends the process.
+  std::shared_ptr<Exchange> exchange;
+  try {
+    exchange = std::make_shared<Exchange>(*this, *static_cast<http_request*>(raw_request));
+    Route(exchange);
+  } catch (const std::exception& e) {
+    AnswerInternalError(exchange.get(), e.what());
+  } catch (...) {
+    AnswerInternalError(exchange.get(), "unknown exception");
+  }
+}
+
+void WebhookServer::AnswerInternalError(Exchange* exchange, const char* what) noexcept {
+  try {
+    log::Error("request failed", {{"error", what}});
+    if (exchange != nullptr) {
+      exchange->Answer("other", status_codes::InternalError, "error", "internal error\n",
+                       kTextPlain, /*close=*/true);
+    }
+  } catch (...) {
+    // Out of memory even for the answer: the request object, once dropped, closes the
+    // connection; the process keeps serving.
+  }
+}
+
+void WebhookServer::Route(const std::shared_ptr<Exchange>& exchange) {
   const http_request& request = exchange->request();
   const std::string& path = exchange->path();
   if (request.method() == methods::GET && ServeStatusPage(*exchange)) return;
@@ -316,8 +354,16 @@ void WebhookServer::Handle(void* raw_request) {
   if (auto refusal = CheckBodyHeaders(request.headers(), config_.max_body_bytes)) {
     return exchange->Refuse(EndpointName(*endpoint), *refusal);
   }
+  if (!exchange->HoldBody(request.headers().content_length())) {
+    return exchange->Refuse(
+        EndpointName(*endpoint),
+        {status_codes::ServiceUnavailable, "busy",
+         "the memory budget for reviews in flight (" +
+             std::to_string(config_.max_in_flight_bytes >> 20) + " MiB) is spent; retry",
+         /*close=*/true});
+  }
   ReloadIfDue();
-  ReadReview(*endpoint, std::move(exchange));
+  ReadReview(*endpoint, exchange);
 }
 
 void WebhookServer::ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange) {
@@ -339,7 +385,13 @@ void WebhookServer::ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exch
           }
           return;
         }
-        AnswerReview(endpoint, *exchange, body);
+        try {
+          AnswerReview(endpoint, *exchange, body);
+        } catch (const std::exception& e) {
+          AnswerInternalError(exchange.get(), e.what());
+        } catch (...) {
+          AnswerInternalError(exchange.get(), "unknown exception");
+        }
       });
 }
 
@@ -364,7 +416,29 @@ bool WebhookServer::ServeStatusPage(Exchange& exchange) {
 // Decode, evaluate, encode: the review is parsed once and its object moved into the rules.
 void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body) {
   const std::string_view endpoint_name = EndpointName(endpoint);
-  ReviewAnswer answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit);
+  ReviewAnswer answer;
+  std::optional<Refusal> refusal;
+  std::size_t memory_bytes = 0;
+  {
+    // Every allocation of the review counts, from parsing to the answer's bytes.
+    memory::BudgetScope budget(config_.max_review_bytes, &memory_pool_);
+    try {
+      answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit);
+    } catch (const memory::BudgetExceeded& e) {
+      refusal =
+          e.Pool() ? Refusal{status_codes::ServiceUnavailable, "busy",
+                             std::string(e.what()) + " (" +
+                                 std::to_string(config_.max_in_flight_bytes >> 20) + " MiB); retry"}
+                   : Refusal{status_codes::RequestEntityTooLarge, "too_large",
+                             "reading the review needs more than its memory budget of " +
+                                 std::to_string(config_.max_review_bytes >> 20) + " MiB"};
+    } catch (const std::bad_alloc&) {
+      refusal = Refusal{status_codes::ServiceUnavailable, "out_of_memory",
+                        "out of memory while reading the review; retry"};
+    }
+    memory_bytes = budget.Peak();
+  }
+  if (refusal) return exchange.Refuse(endpoint_name, *refusal);
   if (!answer.decoded) {
     log::Warn("invalid AdmissionReview",
               {{"endpoint", endpoint_name}, {"status", 400}, {"error", answer.error}});
@@ -376,7 +450,7 @@ void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const st
   metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds,
                           outcome.findings);
   exchange.Reply(status_codes::OK, std::move(answer.body), "application/json");
-  LogAdmission(endpoint_name, answer.request, outcome, seconds);
+  LogAdmission(endpoint_name, answer.request, outcome, seconds, memory_bytes);
 }
 
 }  // namespace ncclguard::webhook

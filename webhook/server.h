@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/policy.h"
+#include "memory/allocation_budget.h"
 #include "webhook/admission_handler.h"
 #include "webhook/file_watch.h"
 #include "webhook/metrics.h"
@@ -33,6 +34,13 @@ struct ServerConfig {
   std::chrono::milliseconds reload_interval{1000};
   // kube-apiserver refuses objects over 3 MiB; a review carries object and oldObject.
   std::size_t max_body_bytes = 7u * 1024u * 1024u;
+  // Memory one review may allocate (parsing, the rules, the answer), counted on every allocation
+  // (memory/allocation_budget.h): past it the review is refused (413), alone.
+  std::size_t max_review_bytes = std::size_t{64} << 20;
+  // Memory all reviews in flight may hold together, their bodies included (twice: the listener's
+  // buffer and the string read from it): past it a review is refused (503) and kube-apiserver
+  // applies the webhook's failurePolicy. docs/limits.md: what the chart's 256Mi limit holds.
+  std::size_t max_in_flight_bytes = std::size_t{128} << 20;
   // Also required for /readyz (empty: nothing more). The controller's self-managed mode
   // listens with a placeholder certificate and is ready only once the real one is written.
   std::function<bool()> ready_gate;
@@ -77,7 +85,9 @@ class WebhookServer {
   struct Listener;
   class Exchange;  // one request and its answer (cpprestsdk types are kept out of this header)
 
-  void Handle(void* request);                // web::http::http_request*
+  void Handle(void* request);  // web::http::http_request*
+  void Route(const std::shared_ptr<Exchange>& exchange);
+  void AnswerInternalError(Exchange* exchange, const char* what) noexcept;
   bool ServeStatusPage(Exchange& exchange);  // GET /healthz, /readyz, /metrics
   void ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange);
   void AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body);
@@ -89,6 +99,7 @@ class WebhookServer {
 
   ServerConfig config_;
   Metrics metrics_;
+  memory::BudgetPool memory_pool_;  // every review in flight: bodies and what they allocate
   std::unique_ptr<Listener> listener_;
 
   mutable std::mutex state_mutex_;  // guards the two pointers below and the watches
