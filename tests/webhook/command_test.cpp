@@ -40,12 +40,14 @@ TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
   WriteFile(dir + "/ca.crt", tls.ca_pem);
   // A port taken between FreePort and the server's bind makes the process exit: try another.
   pid_t pid = -1;
+  int port = 0;
   bool ready = false;
   for (int attempt = 0; attempt < 3 && !ready; ++attempt) {
-    const int port = FreePort();
-    pid = Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:" + std::to_string(port),
-                 "--tls-cert-file", dir + "/tls.crt", "--tls-key-file", dir + "/tls.key"},
-                dir + "/stderr.log");
+    port = FreePort();
+    pid = Spawn(
+        {NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:" + std::to_string(port),
+         "--tls-cert-file", dir + "/tls.crt", "--tls-key-file", dir + "/tls.key", "--threads", "2"},
+        dir + "/stderr.log");
     const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/readyz";
     for (int i = 0; i < 200 && !ready; ++i) {
       int status = 0;
@@ -55,6 +57,13 @@ TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
     }
   }
   ASSERT_TRUE(ready);
+  {
+    // A client that gives up halfway through its body: shutdown must not wait on it forever.
+    RawTlsClient gave_up(port);
+    gave_up.Send(
+        "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n{\"apiVersion\":");
+  }
   kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -64,6 +73,23 @@ TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(R"("level":"info","msg":"webhook listening")"), std::string::npos) << text;
   EXPECT_NE(text.find("received SIGTERM"), std::string::npos) << text;
+}
+
+TEST(WebhookCommand, OneListenerThreadIsRefused) {
+  // Was: with --threads 1 the process never exited on SIGTERM once a client had given up while
+  // the thread was busy: cpprestsdk's listener close ran on that one thread and waited there for
+  // the connection's completion, which needed a second thread.
+  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
+  const pid_t pid =
+      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:1", "--threads", "1",
+             "--tls-cert-file", dir + "/none.crt", "--tls-key-file", dir + "/none.key"},
+            dir + "/stderr.log");
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream log(dir + "/stderr.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("--threads"), std::string::npos) << text;
 }
 
 TEST(WebhookCommand, MissingCertificateIsAClearErrorAndExitTwo) {
