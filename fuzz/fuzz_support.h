@@ -38,6 +38,17 @@ inline void Require(bool holds, const std::string& property, const std::string& 
   if (!holds) Fail(property, detail);
 }
 
+// What handling one input allocated at its peak grows at most linearly with the input: a JSON
+// value costs ~64 bytes of tree for its 2 bytes of text (an empty list), a fix a few KiB per
+// container, and the answer repeats the object once.
+inline void RequireMemoryBoundedBySize(std::size_t peak, std::size_t input, std::string_view what) {
+  constexpr std::size_t kPerInputByte = 256;
+  constexpr std::size_t kFixed = std::size_t{8} << 20;
+  Require(peak <= kPerInputByte * input + kFixed, "memory is bounded by the input's size",
+          std::string(what) + ": " + std::to_string(peak) + " bytes at the peak for " +
+              std::to_string(input) + " bytes of input");
+}
+
 // Equality where NaN equals NaN (YAML's .nan reads back as a NaN, which == never matches).
 inline bool SameJson(const core::Json& a, const core::Json& b) {
   if (a.is_number_float() && b.is_number_float()) {

@@ -4,7 +4,8 @@
 // anything else it calls an internal error, so here anything else is a finding.
 // Properties: the writer's output reads back equal; the patch applied to the input gives the
 // fixed object; no user field is lost or changed; fix is idempotent (fixing the fixed output
-// changes nothing); every finding has a guide link that exists.
+// changes nothing); every finding has a guide link that exists; no document holds more values
+// than the bound on YAML alias expansion lets through (what bounds its time and memory).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -31,6 +32,15 @@ void RequireNoUserFieldLost(const Json& original, const Json& fixed) {
   }
 }
 
+std::uint64_t CountValues(const Json& value) {
+  std::uint64_t count = 1;
+  if (value.is_object() || value.is_array()) {
+    for (const auto& item : value) count += CountValues(item);
+    if (value.is_object()) count += value.size();  // keys, counted as the expansion bound does
+  }
+  return count;
+}
+
 cli::FileAnalysis AnalyzeWritten(const std::string& text, const std::string& what) {
   try {
     return cli::AnalyzeText("written", text, core::Policy::Defaults());
@@ -51,6 +61,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::Require(std::string_view(e.what()).starts_with("input.yaml: "),
                   "an input error names the file", e.what());
     return 0;
+  }
+
+  for (const Json& document : file.documents.documents) {
+    fuzz::Require(CountValues(document) <= core::kMaxExpandedValues,
+                  "no document expands past the bound on aliases");
   }
 
   // The writer, before any fix: what it writes reads back as the same documents.

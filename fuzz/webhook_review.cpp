@@ -1,12 +1,14 @@
 // The webhook's request path, from the raw HTTP body to the answer's bytes, for both endpoints:
 // webhook::AnswerReview is what WebhookServer::AnswerReview calls, and it must never throw.
 // Properties: the answer is an AdmissionReview for the same uid; no request ends in an internal
-// error; a patch applies to the request's object; every guide link in a message exists.
+// error; a patch applies to the request's object; every guide link in a message exists; what a
+// review allocates at its peak is bounded by its size (memory/allocation_budget.h counts it).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "fuzz/fuzz_support.h"
+#include "memory/allocation_budget.h"
 #include "webhook/review_answer.h"
 
 namespace {
@@ -86,7 +88,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const webhook::AdmitOptions options{.exempt_namespaces = {"ncclguard-system"}};
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (webhook::Endpoint endpoint : {webhook::Endpoint::Mutate, webhook::Endpoint::Validate}) {
-    CheckAnswer(endpoint, body, webhook::AnswerReview(endpoint, body, policy, options));
+    webhook::ReviewAnswer answer;
+    std::size_t peak = 0;
+    {
+      memory::BudgetScope counted(~std::size_t{0}, nullptr);
+      answer = webhook::AnswerReview(endpoint, body, policy, options);
+      peak = counted.Peak();
+    }
+    fuzz::RequireMemoryBoundedBySize(peak, size, webhook::EndpointName(endpoint));
+    CheckAnswer(endpoint, body, answer);
   }
   return 0;
 }
