@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hostile input (issue 23): CPU seconds and peak memory of `ncclguard lint`/`fix` on objects with
-# 100k keys (JSON, YAML), a pod with 10,000 containers and a 516-byte YAML alias bomb (10^9 values); then the
-# webhook's time per review for 100k nodeSelector keys and 10,000 containers, and its memory
+# 100k keys (JSON, YAML), a pod with 10,000 containers and a 516-byte YAML alias bomb (10^9
+# values); then the webhook's time per review for 100k nodeSelector keys and 10,000 containers, and its memory
 # when 1, 2 and 4 reviews of ~7 MB of empty lists arrive at once (answer codes, peak and after).
 # NCCLGUARD=path picks the binary (default: this checkout's build). Medians of RUNS (default 3).
 # Loopback only; every command is bounded by `timeout`, each CLI run to 4 GiB of address space.
