@@ -244,13 +244,7 @@ std::size_t Utf8SequenceLength(std::string_view text, std::size_t i) {
 // Returns `scalar` itself when it is UTF-8 (nearly always), else the repaired text in `storage`.
 const std::string& DecodedText(const std::string& scalar, const YAML::Mark& mark,
                                std::string& storage) {
-  std::size_t at = 0;
-  while (at < scalar.size()) {
-    const std::size_t length = Utf8SequenceLength(scalar, at);
-    if (length == 0) break;
-    at += length;
-  }
-  if (at == scalar.size()) return scalar;
+  if (IsUtf8(scalar)) return scalar;
   std::string& text = storage;
   text.reserve(scalar.size() + 8);
   for (std::size_t i = 0; i < scalar.size();) {
@@ -662,29 +656,13 @@ std::string WriteDocuments(const DocumentSet& set) {
   return out;
 }
 
-// Max bracket depth of JSON text, outside strings; checked before parsing so that no parser or
-// later recursive walk sees hostile nesting.
-std::size_t JsonNestingDepth(std::string_view text) {
-  std::size_t depth = 0;
-  std::size_t max_depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
-    }
+bool IsUtf8(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = Utf8SequenceLength(text, at);
+    if (length == 0) return false;
+    at += length;
   }
-  return max_depth;
+  return true;
 }
 
 }  // namespace ncclguard::core

@@ -44,8 +44,8 @@ std::string WriteDocuments(const DocumentSet& set);
 // ("true", "8", "") are quoted, so a round trip keeps every value's type.
 std::string ToYaml(const Json& value);
 
-// Deepest [/{ nesting of JSON text, ignoring brackets inside strings: checked before parsing so
-// that no parser or later recursive walk sees hostile nesting. Cheaper than a parser callback.
-std::size_t JsonNestingDepth(std::string_view text);
+// True when `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF): what the manifest reader requires of YAML text.
+bool IsUtf8(std::string_view text);
 
 }  // namespace ncclguard::core

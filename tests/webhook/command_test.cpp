@@ -9,6 +9,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "controlplane_env.h"
@@ -75,34 +76,34 @@ TEST(WebhookCommand, ServesThenExitsZeroOnSigterm) {
   EXPECT_NE(text.find("received SIGTERM"), std::string::npos) << text;
 }
 
+// Runs `ncclguard webhook` with a missing certificate and `extra` flags, which must stop it
+// before it serves; returns its exit status and what it wrote to stderr.
+std::pair<int, std::string> RunRefused(std::vector<std::string> extra) {
+  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
+  std::vector<std::string> args{NCCLGUARD_BINARY, "webhook",         "--listen",
+                                "127.0.0.1:1",    "--tls-cert-file", dir + "/none.crt",
+                                "--tls-key-file", dir + "/none.key"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t pid = Spawn(args, dir + "/stderr.log");
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return {-1, "waitpid failed"};
+  std::ifstream log(dir + "/stderr.log");
+  return {WEXITSTATUS(status),
+          std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>())};
+}
+
 TEST(WebhookCommand, OneListenerThreadIsRefused) {
   // Was: with --threads 1 the process never exited on SIGTERM once a client had given up while
   // the thread was busy: cpprestsdk's listener close ran on that one thread and waited there for
   // the connection's completion, which needed a second thread.
-  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
-  const pid_t pid =
-      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:1", "--threads", "1",
-             "--tls-cert-file", dir + "/none.crt", "--tls-key-file", dir + "/none.key"},
-            dir + "/stderr.log");
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  std::ifstream log(dir + "/stderr.log");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const auto [code, text] = RunRefused({"--threads", "1"});
+  EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("--threads"), std::string::npos) << text;
 }
 
 TEST(WebhookCommand, MissingCertificateIsAClearErrorAndExitTwo) {
-  const std::string dir = testenv::MakeTempDir("ncclguard-webhook-cmd");
-  const pid_t pid =
-      Spawn({NCCLGUARD_BINARY, "webhook", "--listen", "127.0.0.1:1", "--tls-cert-file",
-             dir + "/none.crt", "--tls-key-file", dir + "/none.key"},
-            dir + "/stderr.log");
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  std::ifstream log(dir + "/stderr.log");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const auto [code, text] = RunRefused({});
+  EXPECT_EQ(code, 2);
   EXPECT_NE(text.find("none.crt: cannot open"), std::string::npos) << text;
 }
 

@@ -60,6 +60,18 @@ Json Answer(const HttpResult& result) {
   return Json::parse(result.body).at("response");
 }
 
+// Sends the whole body over a raw TLS connection (cpprestsdk reads a request's body before it
+// writes any answer, so a client that stopped early would see a reset) and returns the raw
+// answer: for refusals that close the connection.
+std::string PostWhole(int port, const std::string& path, const std::string& body) {
+  RawTlsClient client(port);
+  client.Send("POST " + path +
+              " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              "Content-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body);
+  return client.ReadAll(5000);
+}
+
 bool Eventually(const std::function<bool()>& condition) {
   for (int i = 0; i < 100; ++i) {
     if (condition()) return true;
@@ -237,15 +249,8 @@ TEST_F(WebhookServerTest, SlowAndHalfClosedClientsDoNotStopOthers) {
 }
 
 TEST_F(WebhookServerTest, ABodyOverSevenMebibytesIsRefusedWith413) {
-  // The whole body is sent: cpprestsdk's listener reads a request's body before it writes any
-  // answer (README), so a client that stopped early would see a reset instead of the 413.
   const std::string body(8u * 1024u * 1024u, ' ');
-  RawTlsClient client(webhook_.port());
-  client.Send(
-      "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Content-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body);
-  const std::string response = client.ReadAll(5000);
+  const std::string response = PostWhole(webhook_.port(), "/mutate", body);
   EXPECT_EQ(response.rfind("HTTP/1.1 413", 0), 0u) << response;
   EXPECT_NE(response.find("exceeds the limit of 7340032"), std::string::npos) << response;
   EXPECT_NE(response.find("Connection: close"), std::string::npos) << response;
@@ -277,12 +282,7 @@ TEST(WebhookServerMemory, ReviewsPastTheInFlightBudgetAreRefusedWith503) {
   // one, it is refused before its body is read, and kube-apiserver applies the failurePolicy.
   ServedWebhook webhook([](ServerConfig& config) { config.max_in_flight_bytes = 1u << 20; });
   const std::string big = Review(BarePod()).dump() + std::string(2u << 20, ' ');
-  RawTlsClient client(webhook.port());
-  client.Send(
-      "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Content-Length: " +
-      std::to_string(big.size()) + "\r\n\r\n" + big);
-  const std::string response = client.ReadAll(5000);
+  const std::string response = PostWhole(webhook.port(), "/validate", big);
   EXPECT_EQ(response.rfind("HTTP/1.1 503", 0), 0u) << response.substr(0, 300);
   EXPECT_NE(response.find("memory budget for reviews in flight (1 MiB) is spent"),
             std::string::npos)
