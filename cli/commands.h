@@ -128,7 +128,7 @@ struct ControllerCommandOptions {
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
   // Answer Kueue AdmissionChecks with controllerName ncclguard.io/preflight
-  // (manager/kueue_wiring.h).
+  // (manager/kueue_controller.cpp).
   bool kueue_admission_check = false;
 };
 // Adds the `controller` subcommand and its flags (the policy flags are the caller's).

@@ -14,7 +14,6 @@
 #include "kube/errors.h"
 #include "kube/owner_reference.h"
 #include "log/log.h"
-#include "manager/kueue_wiring.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
@@ -243,8 +242,8 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
 
   manager::RunResult result = manager::RunResult::kStopped;
   {
+    if (options.kueue_admission_check) manager_options.enable.insert("kueue-admission-check");
     manager::Manager manager(config, std::move(manager_options));
-    if (options.kueue_admission_check) manager::AddKueueAdmissionCheck(manager, options.workers);
     if (certs) {
       // On every replica, not only the leader: any may create or rotate the Secret, and all
       // serve what it holds. It ends with the manager's run (a lost lease too).

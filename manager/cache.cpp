@@ -1,57 +1,39 @@
 #include "manager/cache.h"
 
 #include <chrono>
+#include <stdexcept>
 
 #include "controllers/labels.h"
-#include "manager/projections.h"
+#include "core/pod_spec.h"
 
 namespace ncclguard::manager {
 namespace {
 
 using core::Json;
 
-constexpr std::string_view kInstanceTypeLabel = "node.kubernetes.io/instance-type";
-
-std::string MetaString(const Json& object, const char* field) {
-  return controllers::Meta(object, field);
-}
-
 std::optional<Json> Copy(const kube::CachedObject& object) {
   if (!object) return std::nullopt;
   return *object;
 }
 
-kube::IndexFunction PodsByJob() {
-  return [](const Json& pod) {
-    std::vector<std::string> values;
-    const std::string ns = MetaString(pod, "namespace");
-    for (const core::KindInfo& info : core::ManagedKinds()) {
-      if (auto value = controllers::Label(pod, info.pod_job_label)) {
-        std::string entry = ns + "/" + std::string(info.pod_job_label) + "=" + *value;
-        if (std::find(values.begin(), values.end(), entry) == values.end()) {
-          values.push_back(std::move(entry));
-        }
-      }
+std::string Key(const kube::ResourceRef& resource) {
+  kube::ResourceRef all = resource;
+  all.namespace_.clear();
+  all.name.clear();
+  return all.CollectionPath();
+}
+
+// Into `into`, what `from` has that `into` lacks (objects key by key).
+void MergeInto(Json& into, const Json& from) {
+  if (!into.is_object() || !from.is_object()) return;
+  for (auto it = from.begin(); it != from.end(); ++it) {
+    const auto found = into.find(it.key());
+    if (found == into.end()) {
+      into[it.key()] = it.value();
+    } else {
+      MergeInto(*found, it.value());
     }
-    return values;
-  };
-}
-
-kube::IndexFunction EventsByRegarding() {
-  return [](const Json& event) -> std::vector<std::string> {
-    const auto regarding = event.find("regarding");
-    if (regarding == event.end() || !regarding->is_object()) return {};
-    return {MetaString(event, "namespace") + "/" + regarding->value("kind", "") + "/" +
-            regarding->value("name", "")};
-  };
-}
-
-std::unique_ptr<kube::Informer> Make(const std::shared_ptr<kube::Client>& client,
-                                     kube::ResourceRef resource, kube::Projection projection) {
-  kube::InformerOptions options;
-  options.resource = std::move(resource);
-  options.projection = std::move(projection);
-  return std::make_unique<kube::Informer>(client, std::move(options));
+  }
 }
 
 }  // namespace
@@ -72,29 +54,73 @@ kube::ResourceRef ForKind(core::WorkloadKind kind) {
 }
 }  // namespace watched
 
-Caches::Caches(std::shared_ptr<kube::Client> client) {
-  for (const core::KindInfo& info : core::ManagedKinds()) {
-    jobs_[info.kind] = Make(client, watched::ForKind(info.kind), JobProjection(info.kind));
+kube::Projection UnionOf(std::vector<kube::Projection> projections) {
+  if (projections.empty()) return nullptr;
+  for (const kube::Projection& projection : projections) {
+    if (!projection) return nullptr;  // someone keeps the whole object
   }
-  pods_ = Make(client, kube::resources::Pods(), PodProjection());
-  pods_->AddIndex(kPodsByJobIndex, PodsByJob());
-  services_ = Make(client, kube::resources::Services(), ServiceProjection());
-  nodes_ = Make(client, kube::resources::Nodes(), NodeProjection());
-  nodes_->AddIndex(kNodesByInstanceType, kube::IndexByLabel(std::string(kInstanceTypeLabel)));
-  node_validations_ = Make(client, watched::NodeValidations(), NodeValidationProjection());
-  namespaces_ = Make(client, kube::resources::Namespaces(), NamespaceProjection());
-  events_ = Make(client, kube::resources::Events(), EventProjection());
-  events_->AddIndex(kEventsByRegarding, EventsByRegarding());
-  policies_ = Make(client, watched::NcclPolicies(), nullptr);  // one small object: kept whole
+  if (projections.size() == 1) return std::move(projections.front());
+  return [projections = std::move(projections)](const Json& object) {
+    Json out = projections.front()(object);
+    for (std::size_t i = 1; i < projections.size(); ++i) MergeInto(out, projections[i](object));
+    return out;
+  };
 }
+
+std::vector<Reads> AllReads() {
+  // The manager's own: PolicySource follows the NcclPolicy (one small object: kept whole).
+  std::vector<Reads> reads{{watched::NcclPolicies(), nullptr, {}}};
+  for (const ControllerModule* module : ControllerModules()) {
+    reads.insert(reads.end(), module->reads.begin(), module->reads.end());
+  }
+  return reads;
+}
+
+Caches::Caches(std::shared_ptr<kube::Client> client) : Caches(std::move(client), AllReads()) {}
+
+Caches::Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> reads) {
+  struct Merged {
+    kube::ResourceRef resource;
+    std::vector<kube::Projection> projections;
+    std::map<std::string, kube::IndexFunction> indexes;  // the first of one name
+  };
+  std::map<std::string, Merged> merged;
+  for (const Reads& read : reads) {
+    Merged& entry = merged[Key(read.resource)];
+    entry.resource = read.resource;
+    entry.projections.push_back(read.fields);
+    for (const auto& [name, index] : read.indexes) entry.indexes.try_emplace(name, index);
+  }
+  for (auto& [key, entry] : merged) {
+    kube::InformerOptions options;
+    options.resource = entry.resource;
+    options.projection = UnionOf(std::move(entry.projections));
+    auto informer = std::make_unique<kube::Informer>(client, std::move(options));
+    for (auto& [name, index] : entry.indexes) informer->AddIndex(name, std::move(index));
+    informers_.emplace(key, std::move(informer));
+  }
+}
+
+kube::Informer& Caches::Get(const kube::ResourceRef& resource) const {
+  const auto found = informers_.find(Key(resource));
+  if (found == informers_.end()) {
+    throw std::out_of_range("no controller reads " + resource.resource + " (" +
+                            resource.ApiVersion() + ")");
+  }
+  return *found->second;
+}
+
+kube::Informer& Caches::pods() const { return Get(kube::resources::Pods()); }
+kube::Informer& Caches::services() const { return Get(kube::resources::Services()); }
+kube::Informer& Caches::nodes() const { return Get(kube::resources::Nodes()); }
+kube::Informer& Caches::node_validations() const { return Get(watched::NodeValidations()); }
+kube::Informer& Caches::namespaces() const { return Get(kube::resources::Namespaces()); }
+kube::Informer& Caches::events() const { return Get(kube::resources::Events()); }
+kube::Informer& Caches::policies() const { return Get(watched::NcclPolicies()); }
 
 std::vector<kube::Informer*> Caches::All() const {
   std::vector<kube::Informer*> all;
-  for (const auto& [kind, informer] : jobs_) all.push_back(informer.get());
-  for (const auto* informer :
-       {&pods_, &services_, &nodes_, &node_validations_, &namespaces_, &events_, &policies_}) {
-    all.push_back(informer->get());
-  }
+  for (const auto& [key, informer] : informers_) all.push_back(informer.get());
   return all;
 }
 
@@ -132,7 +158,7 @@ std::optional<Json> CacheView::Service(std::string_view namespace_, std::string_
 std::vector<Json> CacheView::NodesWithLabel(std::string_view label_key,
                                             std::string_view label_value) const {
   std::vector<Json> nodes;
-  if (label_key == kInstanceTypeLabel) {
+  if (label_key == core::kInstanceTypeLabel) {
     for (const auto& node :
          caches_.nodes().ByIndex(kNodesByInstanceType, std::string(label_value))) {
       nodes.push_back(*node);

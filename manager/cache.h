@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,30 +12,38 @@
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "manager/controller_module.h"
 #include "manager/pod_log_reader.h"
 
 namespace ncclguard::manager {
 
-// The resources the controller reads (each one informer).
+// The resources the built-in controllers read.
 namespace watched {
 kube::ResourceRef NodeValidations();  // ncclguard.io/v1alpha1, cluster-scoped
 kube::ResourceRef NcclPolicies();     // ncclguard.io/v1alpha1, cluster-scoped
 kube::ResourceRef ForKind(core::WorkloadKind kind);
 }  // namespace watched
 
-// One informer per watched resource, projected and indexed for the reconcilers' questions.
+// One informer per resource the controllers read (their ControllerModule::reads, and the
+// manager's own NcclPolicy), keeping the union of the fields each of them keeps, with the
+// indexes they asked for. Informers are shared: a resource read by two controllers is listed and
+// watched once.
 class Caches {
  public:
+  Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> reads);
+  // Every registered controller's reads (for tests).
   explicit Caches(std::shared_ptr<kube::Client> client);
 
-  kube::Informer& Job(core::WorkloadKind kind) const { return *jobs_.at(kind); }
-  kube::Informer& pods() const { return *pods_; }
-  kube::Informer& services() const { return *services_; }
-  kube::Informer& nodes() const { return *nodes_; }
-  kube::Informer& node_validations() const { return *node_validations_; }
-  kube::Informer& namespaces() const { return *namespaces_; }
-  kube::Informer& events() const { return *events_; }
-  kube::Informer& policies() const { return *policies_; }
+  // The informer of a resource some controller reads; throws std::out_of_range otherwise.
+  kube::Informer& Get(const kube::ResourceRef& resource) const;
+  kube::Informer& Job(core::WorkloadKind kind) const { return Get(watched::ForKind(kind)); }
+  kube::Informer& pods() const;
+  kube::Informer& services() const;
+  kube::Informer& nodes() const;
+  kube::Informer& node_validations() const;
+  kube::Informer& namespaces() const;
+  kube::Informer& events() const;
+  kube::Informer& policies() const;
 
   std::vector<kube::Informer*> All() const;
   void Start();
@@ -42,10 +51,16 @@ class Caches {
   std::size_t CachedObjects() const;
 
  private:
-  std::map<core::WorkloadKind, std::unique_ptr<kube::Informer>> jobs_;
-  std::unique_ptr<kube::Informer> pods_, services_, nodes_, node_validations_, namespaces_, events_,
-      policies_;
+  // By ResourceRef::CollectionPath().
+  std::map<std::string, std::unique_ptr<kube::Informer>> informers_;
 };
+
+// The reads of every registered controller and the manager's own.
+std::vector<Reads> AllReads();
+// The fields two projections keep together: objects merged key by key, the first one's value
+// where both keep a non-object (arrays included: two controllers keeping one array must keep
+// it alike). Null (whole objects) wins.
+kube::Projection UnionOf(std::vector<kube::Projection> projections);
 
 // The index names the view uses.
 inline constexpr const char* kPodsByJobIndex = "job";            // "<ns>/<label>=<value>"

@@ -12,6 +12,7 @@
 #include "kube/leader_election.h"
 #include "log/log.h"
 #include "manager/cache.h"
+#include "manager/controller_module.h"
 #include "manager/executor.h"
 #include "manager/wiring.h"
 
@@ -35,14 +36,25 @@ void RunAll(const std::vector<Runnable*>& runnables, const kube::StopToken& stop
 
 }  // namespace
 
-class Manager::Impl {
+// What the manager reads with these options: the NcclPolicy (PolicySource) and what the enabled
+// controllers read.
+std::vector<Reads> EnabledReads(const ManagerOptions& options) {
+  std::vector<Reads> reads{{watched::NcclPolicies(), nullptr, {}}};
+  for (const ControllerModule* module : ControllerModules()) {
+    if (!ModuleEnabled(*module, options)) continue;
+    reads.insert(reads.end(), module->reads.begin(), module->reads.end());
+  }
+  return reads;
+}
+
+class Manager::Impl final : public ModuleContext {
  public:
   Impl(kube::ClientConfig config, ManagerOptions options, std::atomic<bool>& leading)
       : config_(std::move(config)),
         options_(std::move(options)),
         leading_flag_(leading),
         client_(std::make_shared<kube::Client>(config_, options_.client)),
-        caches_(client_),
+        caches_(client_, EnabledReads(options_)),
         recorder_(std::make_shared<kube::EventRecorder>(
             client_, std::string(core::kReportingController),
             options_.identity.empty() ? DefaultIdentity() : options_.identity)),
@@ -50,49 +62,27 @@ class Manager::Impl {
         policy_(options_.base_policy) {
     if (options_.identity.empty()) options_.identity = DefaultIdentity();
     policy_.Watch(caches_.policies());  // before the controllers' handlers
-    AddController(Erase(TrainingJobController(caches_, policy_, options_.workers,
-                                              options_.read_pod_logs ? &pod_logs_ : nullptr)));
-    Controller* training_jobs = controllers_.back().get();
-    AddController(Erase(NcclPolicyController(caches_)));
-    if (options_.read_pod_logs) AddPodLogReader(*training_jobs);
+    for (const ControllerModule* module : ControllerModules()) {
+      if (ModuleEnabled(*module, options_)) module->install(*this);
+    }
   }
 
-  // While leading, every few seconds: the pods due for a log read (PodLogReader), then their jobs
-  // reconciled with what was read.
-  void AddPodLogReader(Controller& training_jobs) {
-    auto reader = std::make_shared<PodLogReader>(options_.pod_log_limits, KubePodLogSource(client_),
-                                                 pod_logs_);
-    Add({"podlogs", true, [this, reader, &training_jobs](const kube::StopToken& leading) {
-           do {
-             std::vector<core::Json> pods;
-             for (const kube::CachedObject& pod : caches_.pods().List()) {
-               if (pod) pods.push_back(*pod);
-             }
-             const auto now =
-                 std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-             const auto managed = [this](const controllers::JobKey& key) {
-               return ManagedJob(caches_, key);
-             };
-             for (const controllers::JobKey& key : reader->Tick(pods, managed, now)) {
-               training_jobs.Enqueue(key.ToString());
-             }
-           } while (!leading.WaitFor(std::chrono::seconds(2)));
-         }});
-  }
-
-  void AddController(Controller::Spec spec) {
+  // ModuleContext
+  const Caches& caches() const override { return caches_; }
+  std::shared_ptr<kube::Client> client() const override { return client_; }
+  const PolicySource& policy() const override { return policy_; }
+  const ManagerOptions& options() const override { return options_; }
+  using ModuleContext::AddController;
+  Controller& AddController(Controller::Spec spec) override {
     controllers_.push_back(
         std::make_unique<Controller>(std::move(spec), executor_, options_.cache_sync_timeout));
     Controller* controller = controllers_.back().get();
     Add({controller->name(), true,
          [controller](const kube::StopToken& leading) { controller->Run(leading); }});
+    return *controller;
   }
 
-  void Add(Runnable runnable) { runnables_.push_back(std::move(runnable)); }
-
-  const Caches& caches() const { return caches_; }
-  std::shared_ptr<kube::Client> client() const { return client_; }
-  const PolicySource& policy() const { return policy_; }
+  void Add(Runnable runnable) override { runnables_.push_back(std::move(runnable)); }
 
   bool Ready() const {
     if (!started_.load()) return false;
@@ -176,7 +166,6 @@ class Manager::Impl {
   std::shared_ptr<kube::EventRecorder> recorder_;
   Executor executor_;
   PolicySource policy_;
-  PodLogStore pod_logs_;
   std::vector<std::unique_ptr<Controller>> controllers_;
   std::vector<Runnable> runnables_;
   std::atomic<bool> started_{false};
@@ -188,15 +177,7 @@ Manager::Manager(kube::ClientConfig config, ManagerOptions options)
 
 Manager::~Manager() = default;
 
-void Manager::AddController(Controller::Spec spec) { impl_->AddController(std::move(spec)); }
-
 void Manager::Add(Runnable runnable) { impl_->Add(std::move(runnable)); }
-
-const Caches& Manager::caches() const { return impl_->caches(); }
-
-std::shared_ptr<kube::Client> Manager::client() const { return impl_->client(); }
-
-const PolicySource& Manager::policy() const { return impl_->policy(); }
 
 RunResult Manager::Run(const kube::StopToken& stop) { return impl_->Run(stop); }
 

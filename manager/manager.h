@@ -1,7 +1,8 @@
-// The controller process: shared informer caches (one per kind), the controllers (each its own
-// watches, work queue and workers; manager/controller.h), other runnables such as the webhook
-// certificate manager, and leader election (docs/operator.md "Wiring"). Built with the
-// training-job and NcclPolicy controllers; AddController / Add before Run for more.
+// The controller process: shared informer caches (one per resource), the controllers (each its
+// own watches, work queue and workers; manager/controller.h), other runnables such as the webhook
+// certificate manager, and leader election (docs/operator.md "Wiring"). The controllers are the
+// registered declarations (manager/controller_module.h) that the options enable; Add before Run
+// for other runnables.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "controllers/pod_logs.h"
@@ -41,6 +43,9 @@ struct ManagerOptions {
   // this bounds the wait for one that cannot be listed at all (RBAC, say).
   std::chrono::milliseconds cache_sync_timeout{30000};
   kube::ClientOptions client;
+  // The optional controllers turned on, by their flags (ControllerModule::flag):
+  // "kueue-admission-check", say. Always-on controllers run regardless.
+  std::set<std::string> enable;
   // Reads bounded tails of managed training pods' logs for the log diagnoses (NcclTransport,
   // efa-tcp-fallback, ...; manager/pod_log_reader.h). Needs get on pods/log.
   bool read_pod_logs = true;
@@ -73,18 +78,10 @@ class Manager {
   Manager(const Manager&) = delete;
   Manager& operator=(const Manager&) = delete;
 
-  // Before Run. A controller's watches use caches()' informers (shared with the other
-  // controllers); it runs while leading.
-  template <QueueKey Key>
-  void AddController(ControllerSpec<Key> spec) {
-    AddController(Erase(std::move(spec)));
-  }
-  void AddController(Controller::Spec spec);
+  // Before Run: something else to run beside the controllers (the webhook certificate
+  // manager, say). Controllers come from their registered declarations
+  // (manager/controller_module.h), the enabled ones installed by the constructor.
   void Add(Runnable runnable);
-  const Caches& caches() const;
-  // The API client and the policy in force, for controllers added from outside (Kueue's).
-  std::shared_ptr<kube::Client> client() const;
-  const PolicySource& policy() const;
 
   // Watches, starts the runnables that need no leadership, campaigns for the lease (unless
   // leader election is off) and runs the controllers while leading. Returns when `stop` fires

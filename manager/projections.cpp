@@ -1,5 +1,6 @@
 #include "manager/projections.h"
 
+#include <algorithm>
 #include <string>
 
 #include "controllers/labels.h"
@@ -226,6 +227,31 @@ kube::Projection EventProjection() {
     CopyIfPresent(*regarding, out["regarding"], "name");
     for (const char* key : {"reason", "note", "type"}) CopyIfPresent(object, out, key);
     return out;
+  };
+}
+
+kube::IndexFunction PodsByJob() {
+  return [](const Json& pod) {
+    std::vector<std::string> values;
+    const std::string ns = controllers::Meta(pod, "namespace");
+    for (const core::KindInfo& info : core::ManagedKinds()) {
+      if (auto value = controllers::Label(pod, info.pod_job_label)) {
+        std::string entry = ns + "/" + std::string(info.pod_job_label) + "=" + *value;
+        if (std::find(values.begin(), values.end(), entry) == values.end()) {
+          values.push_back(std::move(entry));
+        }
+      }
+    }
+    return values;
+  };
+}
+
+kube::IndexFunction EventsByRegarding() {
+  return [](const Json& event) -> std::vector<std::string> {
+    const auto regarding = event.find("regarding");
+    if (regarding == event.end() || !regarding->is_object()) return {};
+    return {controllers::Meta(event, "namespace") + "/" + regarding->value("kind", "") + "/" +
+            regarding->value("name", "")};
   };
 }
 

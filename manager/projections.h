@@ -21,4 +21,9 @@ kube::Projection NamespaceProjection();
 // events.k8s.io/v1 Events about pods and managed kinds: regarding, reason, note, type.
 kube::Projection EventProjection();
 
+// Indexes (manager/cache.h names them): pods by "<ns>/<job label>=<job name>" for each managed
+// kind's label; Events by "<ns>/<kind>/<name>" of what they are about.
+kube::IndexFunction PodsByJob();
+kube::IndexFunction EventsByRegarding();
+
 }  // namespace ncclguard::manager

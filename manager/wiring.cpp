@@ -4,7 +4,11 @@
 #include "controllers/training_job_reconciler.h"
 #include "core/contract.h"
 #include "core/kinds.h"
+#include "core/pod_spec.h"
 #include "log/log.h"
+#include "manager/controller_module.h"
+#include "manager/manager.h"
+#include "manager/projections.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -194,5 +198,92 @@ ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches
   };
   return spec;
 }
+
+namespace {
+
+// While leading, every few seconds: the pods due for a log read (PodLogReader), then their jobs
+// reconciled with what was read.
+Runnable PodLogReading(ModuleContext& context, std::shared_ptr<PodLogStore> store,
+                       Controller& training_jobs) {
+  auto reader = std::make_shared<PodLogReader>(context.options().pod_log_limits,
+                                               KubePodLogSource(context.client()), *store);
+  const Caches& caches = context.caches();
+  return {"podlogs", true,
+          [store, reader, &caches, &training_jobs](const kube::StopToken& leading) {
+            do {
+              std::vector<Json> pods;
+              for (const kube::CachedObject& pod : caches.pods().List()) {
+                if (pod) pods.push_back(*pod);
+              }
+              const auto managed = [&caches](const JobKey& key) { return ManagedJob(caches, key); };
+              for (const JobKey& key : reader->Tick(pods, managed, Now())) {
+                training_jobs.Enqueue(key.ToString());
+              }
+            } while (!leading.WaitFor(std::chrono::seconds(2)));
+          }};
+}
+
+// The training-job controller: rendezvous Service, gate, diagnoses and conditions for every
+// managed kind of core/kinds.h, and the pod-log reader behind the log diagnoses.
+ControllerModule DeclareTrainingJobs() {
+  ControllerModule module;
+  module.name = "trainingjob";
+  module.summary =
+      "rendezvous Services, the gate, diagnoses and conditions of the managed training jobs";
+  for (const core::KindInfo& info : core::ManagedKinds()) {
+    const kube::ResourceRef resource = watched::ForKind(info.kind);
+    module.reads.push_back({resource, JobProjection(info.kind), {}});
+    module.access.push_back(
+        Access(resource.group, {resource.resource}, {"get", "patch"},
+               "training-job reconciler: reading one job, the gate's release patch"));
+    module.access.push_back(Access(resource.group, {resource.resource + "/status"}, {"patch"},
+                                   "training-job reconciler: the NcclPreflight and NcclDiagnosis "
+                                   "conditions"));
+  }
+  module.reads.push_back(
+      {kube::resources::Pods(), PodProjection(), {{kPodsByJobIndex, PodsByJob()}}});
+  module.reads.push_back({kube::resources::Services(), ServiceProjection(), {}});
+  module.reads.push_back(
+      {kube::resources::Nodes(),
+       NodeProjection(),
+       {{kNodesByInstanceType, kube::IndexByLabel(std::string(core::kInstanceTypeLabel))}}});
+  module.reads.push_back({watched::NodeValidations(), NodeValidationProjection(), {}});
+  module.reads.push_back({kube::resources::Namespaces(), NamespaceProjection(), {}});
+  module.reads.push_back(
+      {kube::resources::Events(), EventProjection(), {{kEventsByRegarding, EventsByRegarding()}}});
+  module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
+  module.access.push_back(
+      Access("", {"pods/log"}, {"get"},
+             "log diagnoses: a bounded tail of the managed training pods' logs"));
+  module.access.push_back(Access("", {"services"}, {"create", "patch"},
+                                 "rendezvous Service: create it, put back a drifted "
+                                 "selector/port/annotation"));
+  module.install = [](ModuleContext& context) {
+    const ManagerOptions& options = context.options();
+    auto pod_logs = options.read_pod_logs ? std::make_shared<PodLogStore>() : nullptr;
+    Controller& training_jobs = context.AddController(
+        TrainingJobController(context.caches(), context.policy(), options.workers, pod_logs.get()));
+    if (pod_logs) context.Add(PodLogReading(context, pod_logs, training_jobs));
+  };
+  return module;
+}
+NCCLGUARD_REGISTER_CONTROLLER(DeclareTrainingJobs);
+
+// The NcclPolicy "default": its Accepted condition.
+ControllerModule DeclareNcclPolicy() {
+  ControllerModule module;
+  module.name = "ncclpolicy";
+  module.summary = "the Accepted condition of the NcclPolicy \"default\"";
+  module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
+  module.access.push_back(Access(std::string(core::kApiGroup), {"ncclpolicies/status"}, {"patch"},
+                                 "policy reload: the NcclPolicy's Accepted condition"));
+  module.install = [](ModuleContext& context) {
+    context.AddController(NcclPolicyController(context.caches()));
+  };
+  return module;
+}
+NCCLGUARD_REGISTER_CONTROLLER(DeclareNcclPolicy);
+
+}  // namespace
 
 }  // namespace ncclguard::manager

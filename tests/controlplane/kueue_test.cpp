@@ -12,7 +12,6 @@
 #include "controlplane_env.h"
 #include "kube/config.h"
 #include "kueue_harness.h"
-#include "manager/kueue_wiring.h"
 #include "manager/manager.h"
 #include "manifests.h"
 #include "served_webhook.h"
@@ -28,13 +27,19 @@ using webhook::testing::ServedWebhook;
 
 constexpr auto kWait = 90s;
 
+// The options with the Kueue AdmissionCheck controllers turned on, as --kueue-admission-check
+// does.
+manager::ManagerOptions WithKueue(manager::ManagerOptions options) {
+  options.enable.insert("kueue-admission-check");
+  return options;
+}
+
 // A Manager (with the Kueue AdmissionCheck controllers) on its own thread until Stop().
 class RunningController {
  public:
   RunningController(const ControlPlaneInfo& info, manager::ManagerOptions options)
       : manager_(std::make_unique<manager::Manager>(kube::LoadKubeConfigFile(info.kubeconfig),
-                                                    std::move(options))) {
-    manager::AddKueueAdmissionCheck(*manager_, 4);
+                                                    WithKueue(std::move(options)))) {
     thread_ = std::thread([this] { manager_->Run(stop_); });
   }
   ~RunningController() { Stop(); }

@@ -1,11 +1,19 @@
-#include "manager/kueue_wiring.h"
-
+// The preflight AdmissionCheck for Kueue (controllers/kueue_check.h) as a controller of the
+// manager: Kueue's Workloads, AdmissionChecks and ResourceFlavors (kueue.x-k8s.io/v1beta2) in the
+// shared caches, two controllers that run while leading. Turned on by
+// `ncclguard controller --kueue-admission-check` (the chart's kueue.admissionCheck.enabled).
+// Until Kueue's CRDs are installed the informers report their resources not served and the
+// controllers wait for them without holding the others up.
 #include <memory>
 
 #include "controllers/kueue_check.h"
 #include "controllers/labels.h"
 #include "core/kueue.h"
+#include "core/pod_spec.h"
 #include "manager/cache.h"
+#include "manager/controller_module.h"
+#include "manager/manager.h"
+#include "manager/projections.h"
 #include "manager/wiring.h"
 
 namespace ncclguard::manager {
@@ -24,14 +32,17 @@ kube::ResourceRef KueueResource(const char* plural, bool namespaced) {
   return ref;
 }
 
-std::unique_ptr<kube::Informer> MakeInformer(const Manager& manager, kube::ResourceRef resource) {
-  kube::InformerOptions options;
-  options.resource = std::move(resource);
-  return std::make_unique<kube::Informer>(manager.client(), std::move(options));
-}
+kube::ResourceRef WorkloadResource() { return KueueResource("workloads", true); }
+kube::ResourceRef AdmissionCheckResource() { return KueueResource("admissionchecks", false); }
+kube::ResourceRef FlavorResource() { return KueueResource("resourceflavors", false); }
 
 struct KueueCaches {
-  std::unique_ptr<kube::Informer> workloads, admission_checks, flavors;
+  explicit KueueCaches(const Caches& caches)
+      : workloads(&caches.Get(WorkloadResource())),
+        admission_checks(&caches.Get(AdmissionCheckResource())),
+        flavors(&caches.Get(FlavorResource())) {}
+
+  kube::Informer *workloads, *admission_checks, *flavors;
 
   std::vector<std::string> PreflightChecks() const {
     std::vector<std::string> names;
@@ -57,7 +68,7 @@ struct KueueCaches {
 ControllerSpec<AdmissionCheckKey> AdmissionCheckController(std::shared_ptr<KueueCaches> kueue) {
   ControllerSpec<AdmissionCheckKey> spec;
   spec.name = "kueue-admissioncheck";
-  spec.watches.push_back({kueue->admission_checks.get(),
+  spec.watches.push_back({kueue->admission_checks,
                           [](const Json& check) {
                             return std::vector<AdmissionCheckKey>{
                                 {controllers::Meta(check, "name")}};
@@ -93,14 +104,14 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
         [&checks](const Json& workload) { return controllers::HasPendingCheck(workload, checks); });
   };
   spec.watches.push_back(
-      {kueue->workloads.get(),
+      {kueue->workloads,
        [](const Json& workload) {
          return std::vector<WorkloadKey>{
              {controllers::Meta(workload, "namespace"), controllers::Meta(workload, "name")}};
        },
        nullptr});
-  spec.watches.push_back({kueue->admission_checks.get(), all, nullptr});
-  spec.watches.push_back({kueue->flavors.get(), all, nullptr});
+  spec.watches.push_back({kueue->admission_checks, all, nullptr});
+  spec.watches.push_back({kueue->flavors, all, nullptr});
   spec.watches.push_back({&caches.nodes(), pending, nullptr});
   spec.watches.push_back({&caches.node_validations(), pending, nullptr});
   spec.watches.push_back({&caches.policies(), all, nullptr});
@@ -122,29 +133,40 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
   return spec;
 }
 
-}  // namespace
-
-void AddKueueAdmissionCheck(Manager& manager, int workers) {
-  auto kueue = std::make_shared<KueueCaches>();
-  kueue->workloads = MakeInformer(manager, KueueResource("workloads", true));
-  kueue->admission_checks = MakeInformer(manager, KueueResource("admissionchecks", false));
-  kueue->flavors = MakeInformer(manager, KueueResource("resourceflavors", false));
-  manager.AddController(AdmissionCheckController(kueue));
-  manager.AddController(
-      WorkloadCheckController(kueue, manager.caches(), manager.policy(), workers));
-  // The informers run on every replica, like the manager's own caches.
-  manager.Add({"kueue-informers", false, [kueue](const kube::StopToken& stop) {
-                 for (auto* informer : {kueue->workloads.get(), kueue->admission_checks.get(),
-                                        kueue->flavors.get()}) {
-                   informer->Start();
-                 }
-                 while (!stop.WaitFor(std::chrono::hours(1))) {
-                 }
-                 for (auto* informer : {kueue->workloads.get(), kueue->admission_checks.get(),
-                                        kueue->flavors.get()}) {
-                   informer->Stop();
-                 }
-               }});
+ControllerModule DeclareKueuePreflight() {
+  ControllerModule module;
+  module.name = "kueue-preflight";
+  module.summary =
+      "answers Kueue AdmissionChecks with controllerName ncclguard.io/preflight (and their "
+      "Active condition)";
+  module.flag = "kueue-admission-check";
+  // Workloads, checks and flavors are kept whole: the check reads their pod sets and
+  // node labels, and there are as many Workloads as jobs, which are kept whole too.
+  for (const kube::ResourceRef& resource :
+       {WorkloadResource(), AdmissionCheckResource(), FlavorResource()}) {
+    module.reads.push_back({resource, nullptr, {}});
+  }
+  // The gate's questions, asked of the same caches as the training-job controller's.
+  module.reads.push_back(
+      {kube::resources::Nodes(),
+       NodeProjection(),
+       {{kNodesByInstanceType, kube::IndexByLabel(std::string(core::kInstanceTypeLabel))}}});
+  module.reads.push_back({watched::NodeValidations(), NodeValidationProjection(), {}});
+  module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
+  module.access.push_back(Access(
+      std::string(core::kKueueGroup), {"workloads/status", "admissionchecks/status"}, {"patch"},
+      "Kueue preflight: server-side apply of its own check entry and Active "
+      "condition only"));
+  module.install = [](ModuleContext& context) {
+    auto kueue = std::make_shared<KueueCaches>(context.caches());
+    context.AddController(AdmissionCheckController(kueue));
+    context.AddController(WorkloadCheckController(kueue, context.caches(), context.policy(),
+                                                  context.options().workers));
+  };
+  return module;
 }
+NCCLGUARD_REGISTER_CONTROLLER(DeclareKueuePreflight);
+
+}  // namespace
 
 }  // namespace ncclguard::manager
