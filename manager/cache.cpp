@@ -76,6 +76,15 @@ std::vector<Reads> AllReads() {
   return reads;
 }
 
+kube::Projection CachedFields(const kube::ResourceRef& resource) {
+  std::vector<kube::Projection> projections;
+  for (const Reads& read : AllReads()) {
+    if (Key(read.resource) == Key(resource)) projections.push_back(read.fields);
+  }
+  if (projections.empty()) throw std::out_of_range("no controller reads " + resource.resource);
+  return UnionOf(std::move(projections));
+}
+
 Caches::Caches(std::shared_ptr<kube::Client> client) : Caches(std::move(client), AllReads()) {}
 
 Caches::Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> reads) {

@@ -57,6 +57,9 @@ class Caches {
 
 // The reads of every registered controller and the manager's own.
 std::vector<Reads> AllReads();
+// What the caches keep of `resource` when every controller reading it runs: the union of their
+// fields (null: whole objects). Throws std::out_of_range when no controller reads it.
+kube::Projection CachedFields(const kube::ResourceRef& resource);
 // The fields two projections keep together: objects merged key by key, the first one's value
 // where both keep a non-object (arrays included: two controllers keeping one array must keep
 // it alike). Null (whole objects) wins.

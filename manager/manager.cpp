@@ -179,6 +179,8 @@ Manager::~Manager() = default;
 
 void Manager::Add(Runnable runnable) { impl_->Add(std::move(runnable)); }
 
+const Caches& Manager::caches() const { return impl_->caches(); }
+
 RunResult Manager::Run(const kube::StopToken& stop) { return impl_->Run(stop); }
 
 bool Manager::Ready() const { return impl_->Ready(); }

@@ -82,6 +82,8 @@ class Manager {
   // manager, say). Controllers come from their registered declarations
   // (manager/controller_module.h), the enabled ones installed by the constructor.
   void Add(Runnable runnable);
+  // The shared caches (their sizes, for stats and tests).
+  const Caches& caches() const;
 
   // Watches, starts the runnables that need no leadership, campaigns for the lease (unless
   // leader election is off) and runs the controllers while leading. Returns when `stop` fires

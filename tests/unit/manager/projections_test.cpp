@@ -1,12 +1,14 @@
 // The controller's cache projections keep everything the reconciler reads: reconciling over
-// projected objects returns exactly the actions that reconciling over whole objects does. And
-// they never throw on objects of the wrong shape.
+// projected objects (as the caches keep them, from the controllers' declarations) returns exactly
+// the actions that reconciling over whole objects does, so a diagnosis that reads a field no
+// declaration keeps fails here. And they never throw on objects of the wrong shape.
 #include <gtest/gtest.h>
 
 #include <variant>
 
 #include "controllers/training_job_reconciler.h"
 #include "core/reason.h"
+#include "manager/cache.h"
 #include "manager/executor.h"
 #include "manager/projections.h"
 #include "tests/unit/controllers/fake_cluster.h"
@@ -46,9 +48,11 @@ Json Noisy(Json object) {
 }
 
 void Fill(FakeCluster& cluster, bool projected) {
-  const auto job_projection = manager::JobProjection(WorkloadKind::PyTorchJob);
-  const auto pod_projection = manager::PodProjection();
-  const auto event_projection = manager::EventProjection();
+  // What the caches keep with every registered controller running (manager/controller_module.h).
+  const auto job_projection =
+      manager::CachedFields(manager::watched::ForKind(WorkloadKind::PyTorchJob));
+  const auto pod_projection = manager::CachedFields(kube::resources::Pods());
+  const auto event_projection = manager::CachedFields(kube::resources::Events());
   cluster.AddNamespace("team", true);
   cluster.AddNode("n1", "p5.48xlarge", "Pass");
   cluster.AddNode(
