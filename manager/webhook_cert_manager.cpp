@@ -346,4 +346,20 @@ void WebhookCertManager::Run(const kube::StopToken& stop) {
   }
 }
 
+std::vector<Access> WebhookCertAccess(const WebhookCertOptions& options) {
+  return {
+      Access("", {"secrets"}, {"create"},
+             "certificate manager: the first replica creates the certificate Secret")
+          .InOwnNamespace(),
+      Access("", {"secrets"}, {"get", "update"},
+             "certificate manager: every replica reads the Secret, a renewal rewrites it")
+          .InOwnNamespace()
+          .Named({options.secret_name}),
+      Access("admissionregistration.k8s.io",
+             {"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, {"get", "patch"},
+             "certificate manager: the caBundle of this release's two webhook configurations")
+          .Named({options.configuration_name}),
+  };
+}
+
 }  // namespace ncclguard::manager

@@ -18,6 +18,7 @@
 #include "kube/client.h"
 #include "kube/owner_reference.h"
 #include "kube/stop_token.h"
+#include "manager/controller_module.h"
 #include "manager/webhook_certs.h"
 
 namespace ncclguard::manager {
@@ -42,6 +43,11 @@ struct WebhookCertOptions {
   // deletes the Secret (and the CA key in it) with its owner. None: no owner reference.
   std::optional<kube::OwnerReference> owner;
 };
+
+// The RBAC the certificate manager needs (beside the controllers' own; RequiredAccess): create
+// the Secret in its namespace, then read and rewrite that Secret only; read and patch the caBundle
+// of the two webhook configurations of that name only.
+std::vector<Access> WebhookCertAccess(const WebhookCertOptions& options);
 
 // The certificate Secret created with `data` (decoded values, e.g. from ApplyCertAction): type
 // kubernetes.io/tls, labelled, owned by options.owner when set.

@@ -108,6 +108,29 @@ eval "$(NCCLGUARD_CONTROLPLANE_OWNER_PID=$$ "$root/scripts/controlplane.sh" star
 started=1
 k() { kubectl --request-timeout=20s "$@"; }
 
+step "RBAC: the chart grants the controller what it declares, and nothing more"
+# Each render's controller Deployment args and ServiceAccount, given to `ncclguard controller
+# --print-rbac` (what the enabled controllers read and write: manager/controller_module.h),
+# compared with the ClusterRole and Role of that ServiceAccount (scripts/lib/compare-rbac.py).
+for values in "${values_files[@]}"; do
+  name=$(basename "${values:-default}" .yaml)
+  args=()
+  [[ -z $values ]] || args=(-f "$values")
+  helm template "$release" "$chart" --namespace "$ns" "${args[@]}" \
+    --show-only templates/controller-deployment.yaml --show-only templates/controller-rbac.yaml >"$work/rbac-$name.yaml"
+  k create --dry-run=client -o json -f "$work/rbac-$name.yaml" >"$work/rbac-$name.json"
+  mapfile -t flags < <(python3 -c 'import json,sys
+d=next(i for i in json.load(sys.stdin)["items"] if i["kind"]=="Deployment")["spec"]["template"]["spec"]
+print(d["serviceAccountName"])
+print("\n".join(next(c for c in d["containers"] if c["name"]=="controller")["args"]))' <"$work/rbac-$name.json")
+  if POD_NAMESPACE=$ns POD_SERVICE_ACCOUNT=${flags[0]} "$ncclguard" "${flags[@]:1}" --print-rbac >"$work/declared-$name.json" 2>"$work/declared-$name.log" &&
+    python3 "$root/scripts/lib/compare-rbac.py" "$work/rbac-$name.json" "$work/declared-$name.json" >"$work/compare-$name.log"; then
+    pass "$name: $(tail -1 "$work/compare-$name.log")"
+  else
+    fail "$name: the chart's RBAC differs from what the controller declares"; cat "$work/declared-$name.log" "$work/compare-$name.log"
+  fi
+done
+
 step "CRDs and manifests/ncclguard.yaml applied"
 if k apply --server-side -f "$root/manifests/crds.yaml" >/dev/null &&
   k wait --for=condition=Established --timeout=30s crd/nodevalidations.ncclguard.io crd/ncclpolicies.ncclguard.io >/dev/null; then
