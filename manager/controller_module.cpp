@@ -115,4 +115,15 @@ std::vector<Access> RequiredAccess(const ManagerOptions& options,
   return rules;
 }
 
+core::Json AccessAsRbac(const std::vector<Access>& rules) {
+  core::Json out{{"clusterRules", core::Json::array()}, {"namespaceRules", core::Json::array()}};
+  for (const Access& rule : rules) {
+    core::Json entry{
+        {"apiGroups", {rule.group}}, {"resources", rule.resources}, {"verbs", rule.verbs}};
+    if (!rule.resource_names.empty()) entry["resourceNames"] = rule.resource_names;
+    out[rule.in_own_namespace ? "namespaceRules" : "clusterRules"].push_back(std::move(entry));
+  }
+  return out;
+}
+
 }  // namespace ncclguard::manager

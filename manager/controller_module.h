@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/resource.h"
@@ -111,6 +112,10 @@ struct ControllerRegistrar {
 // and resource names are merged; the result is sorted (stable for a diff).
 std::vector<Access> RequiredAccess(const ManagerOptions& options,
                                    const std::vector<Access>& extra = {});
+
+// The rules as Kubernetes writes them: {"clusterRules": [PolicyRule...], "namespaceRules": [...]}
+// (each with apiGroups, resources, verbs, resourceNames where limited), for --print-rbac.
+core::Json AccessAsRbac(const std::vector<Access>& rules);
 
 }  // namespace ncclguard::manager
 

@@ -141,6 +141,28 @@ TEST(RequiredAccess, RulesAreMergedAndSortedSoThePrintedListIsStable) {
   }
 }
 
+TEST(RequiredAccess, PrintedAsKubernetesPolicyRulesSplitByScope) {
+  manager::ManagerOptions options;
+  options.lease_name = "the-lease";
+  const Json rbac = manager::AccessAsRbac(manager::RequiredAccess(options));
+  ASSERT_TRUE(rbac["clusterRules"].is_array());
+  ASSERT_TRUE(rbac["namespaceRules"].is_array());
+  bool lease_named = false;
+  for (const Json& rule : rbac["namespaceRules"]) {
+    if (rule["apiGroups"] == Json::array({"coordination.k8s.io"}) &&
+        rule.contains("resourceNames")) {
+      EXPECT_EQ(rule["resourceNames"], Json::array({"the-lease"}));
+      EXPECT_EQ(rule["verbs"], Json::array({"get", "update"}));
+      lease_named = true;
+    }
+  }
+  EXPECT_TRUE(lease_named);
+  for (const Json& rule : rbac["clusterRules"]) {
+    EXPECT_FALSE(rule.contains("resourceNames")) << rule.dump();
+    EXPECT_NE(rule["apiGroups"], Json::array({"coordination.k8s.io"}));
+  }
+}
+
 TEST(Caches, OneInformerPerResourceHoweverManyControllersReadIt) {
   const manager::Caches caches(NeverContactedClient());
   for (const kube::Informer* informer : caches.All()) ASSERT_NE(informer, nullptr);
