@@ -1,0 +1,72 @@
+// The chart's webhook configurations send the webhook exactly the kinds of the kind table
+// (core/kinds.h): Pods, and every managed job kind at the version ncclguard reads. A kind added to
+// the table without its rules (or a rule left for a kind that is gone) fails here.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "core/kinds.h"
+#include "tests/unit/test_support.h"
+
+namespace ncclguard::test {
+namespace {
+
+// (group, version, resource, operations) of one rule line.
+using RuleLine = std::tuple<std::string, std::string, std::string, std::string>;
+
+// The rule lines of each webhook in the template, by webhook name ("mutate.ncclguard.io", ...).
+std::map<std::string, std::set<RuleLine>> RulesByWebhook(const std::string& text) {
+  static const std::regex webhook(R"(- name: (\S+\.ncclguard\.io))");
+  static const std::regex rule(
+      R"(- \{apiGroups: \[("?)([^\]"]*)\1\], apiVersions: \[([^\]]*)\], resources: \[([^\]]*)\], operations: \[([^\]]*)\])");
+  std::map<std::string, std::set<RuleLine>> rules;
+  std::string current;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (std::regex_search(line, match, webhook)) {
+      current = match[1];
+    } else if (std::regex_search(line, match, rule)) {
+      rules[current].insert({match[2], match[3], match[4], match[5]});
+    }
+  }
+  return rules;
+}
+
+std::set<RuleLine> Expected(const std::string& job_operations) {
+  std::set<RuleLine> expected{{"", "v1", "pods", "CREATE"}};
+  for (const core::KindInfo& info : core::ManagedKinds()) {
+    const std::string api_version(info.api_version);
+    const auto slash = api_version.find('/');
+    expected.insert({api_version.substr(0, slash), api_version.substr(slash + 1),
+                     std::string(info.resource), job_operations});
+  }
+  return expected;
+}
+
+TEST(ChartWebhookRules, EveryKindOfTheKindTableAndNothingElse) {
+  const auto rules = RulesByWebhook(
+      ReadFile(SourcePath("charts/ncclguard/templates/webhook-configurations.yaml")));
+  ASSERT_EQ(rules.size(), 2u) << "two webhooks with rules";
+  // Fixes and the gate mark on CREATE; validation of jobs on CREATE and UPDATE.
+  EXPECT_EQ(rules.at("mutate.ncclguard.io"), Expected("CREATE"));
+  EXPECT_EQ(rules.at("validate.ncclguard.io"), Expected("CREATE, UPDATE"));
+}
+
+TEST(ChartWebhookRules, TheParserSeesAMissingKind) {
+  const std::string one_kind =
+      "  - name: mutate.ncclguard.io\n"
+      "      - {apiGroups: [\"\"], apiVersions: [v1], resources: [pods], operations: [CREATE], "
+      "scope: Namespaced}\n";
+  const auto rules = RulesByWebhook(one_kind);
+  ASSERT_EQ(rules.at("mutate.ncclguard.io").size(), 1u);
+  EXPECT_NE(rules.at("mutate.ncclguard.io"), Expected("CREATE"));
+}
+
+}  // namespace
+}  // namespace ncclguard::test
