@@ -166,50 +166,18 @@ kube::Projection PodProjection() {
 }
 
 kube::Projection ServiceProjection() {
-  return [](const Json& object) {
-    Json out = Identity(object);
-    if (const Json* m = Find(object, "metadata")) {
-      for (const char* key : {"labels", "annotations", "ownerReferences"}) {
-        CopyIfPresent(*m, out["metadata"], key);
-      }
-    }
-    if (const Json* spec = Find(object, "spec")) {
-      Json kept = Json::object();
-      for (const char* key : {"clusterIP", "publishNotReadyAddresses", "selector", "ports"}) {
-        CopyIfPresent(*spec, kept, key);
-      }
-      out["spec"] = std::move(kept);
-    }
-    return out;
-  };
+  return kube::KeepFields({"/metadata/labels", "/metadata/annotations", "/metadata/ownerReferences",
+                           "/spec/clusterIP", "/spec/publishNotReadyAddresses", "/spec/selector",
+                           "/spec/ports"});
 }
 
 kube::Projection NodeProjection() {
-  return [](const Json& object) {
-    Json out = Identity(object);
-    if (const Json* m = Find(object, "metadata")) CopyIfPresent(*m, out["metadata"], "labels");
-    if (const Json* spec = Find(object, "spec")) {
-      if (const Json* u = Find(*spec, "unschedulable")) out["spec"]["unschedulable"] = *u;
-    }
-    return out;
-  };
+  return kube::KeepFields({"/metadata/labels", "/spec/unschedulable"});
 }
 
-kube::Projection NodeValidationProjection() {
-  return [](const Json& object) {
-    Json out = Identity(object);
-    CopyIfPresent(object, out, "status");
-    return out;
-  };
-}
+kube::Projection NodeValidationProjection() { return kube::KeepFields({"/status"}); }
 
-kube::Projection NamespaceProjection() {
-  return [](const Json& object) {
-    Json out = Identity(object);
-    if (const Json* m = Find(object, "metadata")) CopyIfPresent(*m, out["metadata"], "labels");
-    return out;
-  };
-}
+kube::Projection NamespaceProjection() { return kube::KeepFields({"/metadata/labels"}); }
 
 kube::Projection EventProjection() {
   return [](const Json& object) {

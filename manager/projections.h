@@ -1,5 +1,7 @@
 // What the controller keeps of each watched object: only the fields the reconcilers read, so
-// that a cache of 10,000 pods stays small. Every projection keeps the identity fields.
+// that a cache of 10,000 pods stays small. The informer adds the identity fields to each. Those
+// that only keep some fields are kube::KeepFields lists; pods, jobs and Events need code (label
+// filters, only the failing container states, only relevant Events).
 #pragma once
 
 #include "controllers/job_kind.h"
