@@ -13,6 +13,7 @@
 #include "core/catalog.h"
 #include "core/contract.h"
 #include "core/errors.h"
+#include "core/gate.h"
 #include "core/guide.h"
 #include "core/reason.h"
 #include "core/rendezvous.h"
@@ -86,8 +87,7 @@ class JobReconcile {
   bool Managed() const {
     const auto ns = view_.Namespace(key_.namespace_);
     if (!ns || Label(*ns, core::kEnabledNamespaceLabel) != std::string("true")) return false;
-    return key_.kind != core::WorkloadKind::BatchJob ||
-           Label(job_, core::kManagedJobLabel) == std::string("true");
+    return core::IsManagedJob(job_, key_.kind);
   }
 
   void ReadSpec() {
