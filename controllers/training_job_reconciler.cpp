@@ -37,6 +37,36 @@ std::string NoteOf(const Json& event) {
 
 std::string BoundedNote(std::string note) { return TruncateUtf8(std::move(note), kMaxEventNote); }
 
+// The kinds of a pod's owners (ownerReferences[].kind).
+std::vector<std::string> OwnerKinds(const Json& pod) {
+  std::vector<std::string> kinds;
+  const auto metadata = pod.find("metadata");
+  if (metadata == pod.end() || !metadata->is_object()) return kinds;
+  const auto owners = metadata->find("ownerReferences");
+  if (owners == metadata->end() || !owners->is_array()) return kinds;
+  for (const Json& owner : *owners) kinds.push_back(StringField(owner, "kind"));
+  return kinds;
+}
+
+// Whether a pod that carries info.pod_job_label is a job of info's kind: the label's only kind;
+// among kinds sharing the label, the one a pod's owner names, else the one marked the fallback.
+bool OwnsLabelledPod(const core::KindInfo& info, const std::vector<std::string>& owner_kinds) {
+  const core::KindInfo* owned = nullptr;
+  const core::KindInfo* fallback = nullptr;
+  int sharing = 0;
+  for (const core::KindInfo& other : core::ManagedKinds()) {
+    if (other.pod_job_label != info.pod_job_label) continue;
+    ++sharing;
+    if (owned == nullptr &&
+        std::find(owner_kinds.begin(), owner_kinds.end(), other.kind_name) != owner_kinds.end()) {
+      owned = &other;
+    }
+    if (other.pod_label_fallback) fallback = &other;
+  }
+  if (sharing == 1) return true;
+  return (owned != nullptr ? owned : fallback) == &info;
+}
+
 // Everything one reconcile of one job works with.
 class JobReconcile {
  public:
@@ -387,26 +417,10 @@ std::vector<JobKey> JobKeysForPod(const core::Json& pod) {
   std::vector<JobKey> keys;
   const std::string ns = Meta(pod, "namespace");
   if (ns.empty()) return keys;
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::JobSet).pod_job_label)) {
-    keys.push_back({core::WorkloadKind::JobSet, ns, *name});
-  }
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::PyTorchJob).pod_job_label)) {
-    // Both Kubeflow kinds use the label; the controller owner says which one made the pod (an
-    // MPIJob's launcher is owned by its batch Job, so MPIJob is the fallback).
-    core::WorkloadKind kind = core::WorkloadKind::MpiJob;
-    const auto metadata = pod.find("metadata");
-    if (metadata != pod.end() && metadata->is_object()) {
-      const auto owners = metadata->find("ownerReferences");
-      if (owners != metadata->end() && owners->is_array()) {
-        for (const Json& owner : *owners) {
-          if (StringField(owner, "kind") == "PyTorchJob") kind = core::WorkloadKind::PyTorchJob;
-        }
-      }
-    }
-    keys.push_back({kind, ns, *name});
-  }
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::BatchJob).pod_job_label)) {
-    keys.push_back({core::WorkloadKind::BatchJob, ns, *name});
+  const std::vector<std::string> owners = OwnerKinds(pod);
+  for (const core::KindInfo& info : core::ManagedKinds()) {
+    auto name = Label(pod, info.pod_job_label);
+    if (name && OwnsLabelledPod(info, owners)) keys.push_back({info.kind, ns, std::move(*name)});
   }
   return keys;
 }
