@@ -37,34 +37,32 @@ std::string NoteOf(const Json& event) {
 
 std::string BoundedNote(std::string note) { return TruncateUtf8(std::move(note), kMaxEventNote); }
 
-// The kinds of a pod's owners (ownerReferences[].kind).
-std::vector<std::string> OwnerKinds(const Json& pod) {
-  std::vector<std::string> kinds;
+// Whether one of the pod's ownerReferences is of `kind`.
+bool OwnedBy(const Json& pod, std::string_view kind) {
   const auto metadata = pod.find("metadata");
-  if (metadata == pod.end() || !metadata->is_object()) return kinds;
+  if (metadata == pod.end() || !metadata->is_object()) return false;
   const auto owners = metadata->find("ownerReferences");
-  if (owners == metadata->end() || !owners->is_array()) return kinds;
-  for (const Json& owner : *owners) kinds.push_back(StringField(owner, "kind"));
-  return kinds;
+  if (owners == metadata->end() || !owners->is_array()) return false;
+  return std::any_of(owners->begin(), owners->end(),
+                     [&](const Json& owner) { return StringField(owner, "kind") == kind; });
 }
 
 // Whether a pod that carries info.pod_job_label is a job of info's kind: the label's only kind;
-// among kinds sharing the label, the one a pod's owner names, else the one marked the fallback.
-bool OwnsLabelledPod(const core::KindInfo& info, const std::vector<std::string>& owner_kinds) {
-  const core::KindInfo* owned = nullptr;
+// among kinds sharing the label, the first a pod's owner names, else the one marked the fallback.
+bool OwnsLabelledPod(const core::KindInfo& info, const Json& pod) {
+  const auto kinds = core::ManagedKinds();
+  const auto shares_label = [&](const core::KindInfo& other) {
+    return other.pod_job_label == info.pod_job_label;
+  };
+  if (std::count_if(kinds.begin(), kinds.end(), shares_label) == 1) return true;
+  const core::KindInfo* owner = nullptr;
   const core::KindInfo* fallback = nullptr;
-  int sharing = 0;
-  for (const core::KindInfo& other : core::ManagedKinds()) {
-    if (other.pod_job_label != info.pod_job_label) continue;
-    ++sharing;
-    if (owned == nullptr &&
-        std::find(owner_kinds.begin(), owner_kinds.end(), other.kind_name) != owner_kinds.end()) {
-      owned = &other;
-    }
+  for (const core::KindInfo& other : kinds) {
+    if (!shares_label(other)) continue;
+    if (owner == nullptr && OwnedBy(pod, other.kind_name)) owner = &other;
     if (other.pod_label_fallback) fallback = &other;
   }
-  if (sharing == 1) return true;
-  return (owned != nullptr ? owned : fallback) == &info;
+  return (owner != nullptr ? owner : fallback) == &info;
 }
 
 // Everything one reconcile of one job works with.
@@ -417,10 +415,9 @@ std::vector<JobKey> JobKeysForPod(const core::Json& pod) {
   std::vector<JobKey> keys;
   const std::string ns = Meta(pod, "namespace");
   if (ns.empty()) return keys;
-  const std::vector<std::string> owners = OwnerKinds(pod);
   for (const core::KindInfo& info : core::ManagedKinds()) {
     auto name = Label(pod, info.pod_job_label);
-    if (name && OwnsLabelledPod(info, owners)) keys.push_back({info.kind, ns, std::move(*name)});
+    if (name && OwnsLabelledPod(info, pod)) keys.push_back({info.kind, ns, std::move(*name)});
   }
   return keys;
 }
