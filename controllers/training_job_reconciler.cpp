@@ -13,6 +13,7 @@
 #include "core/catalog.h"
 #include "core/contract.h"
 #include "core/errors.h"
+#include "core/gate.h"
 #include "core/guide.h"
 #include "core/reason.h"
 #include "core/rendezvous.h"
@@ -35,6 +36,34 @@ std::string NoteOf(const Json& event) {
 }
 
 std::string BoundedNote(std::string note) { return TruncateUtf8(std::move(note), kMaxEventNote); }
+
+// Whether one of the pod's ownerReferences is of `kind`.
+bool OwnedBy(const Json& pod, std::string_view kind) {
+  const auto metadata = pod.find("metadata");
+  if (metadata == pod.end() || !metadata->is_object()) return false;
+  const auto owners = metadata->find("ownerReferences");
+  if (owners == metadata->end() || !owners->is_array()) return false;
+  return std::any_of(owners->begin(), owners->end(),
+                     [&](const Json& owner) { return StringField(owner, "kind") == kind; });
+}
+
+// Whether a pod that carries info.pod_job_label is a job of info's kind: the label's only kind;
+// among kinds sharing the label, the first a pod's owner names, else the one marked the fallback.
+bool OwnsLabelledPod(const core::KindInfo& info, const Json& pod) {
+  const auto kinds = core::ManagedKinds();
+  const auto shares_label = [&](const core::KindInfo& other) {
+    return other.pod_job_label == info.pod_job_label;
+  };
+  if (std::count_if(kinds.begin(), kinds.end(), shares_label) == 1) return true;
+  const core::KindInfo* owner = nullptr;
+  const core::KindInfo* fallback = nullptr;
+  for (const core::KindInfo& other : kinds) {
+    if (!shares_label(other)) continue;
+    if (owner == nullptr && OwnedBy(pod, other.kind_name)) owner = &other;
+    if (other.pod_label_fallback) fallback = &other;
+  }
+  return (owner != nullptr ? owner : fallback) == &info;
+}
 
 // Everything one reconcile of one job works with.
 class JobReconcile {
@@ -86,8 +115,7 @@ class JobReconcile {
   bool Managed() const {
     const auto ns = view_.Namespace(key_.namespace_);
     if (!ns || Label(*ns, core::kEnabledNamespaceLabel) != std::string("true")) return false;
-    return key_.kind != core::WorkloadKind::BatchJob ||
-           Label(job_, core::kManagedJobLabel) == std::string("true");
+    return core::IsManagedJob(job_, key_.kind);
   }
 
   void ReadSpec() {
@@ -387,26 +415,9 @@ std::vector<JobKey> JobKeysForPod(const core::Json& pod) {
   std::vector<JobKey> keys;
   const std::string ns = Meta(pod, "namespace");
   if (ns.empty()) return keys;
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::JobSet).pod_job_label)) {
-    keys.push_back({core::WorkloadKind::JobSet, ns, *name});
-  }
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::PyTorchJob).pod_job_label)) {
-    // Both Kubeflow kinds use the label; the controller owner says which one made the pod (an
-    // MPIJob's launcher is owned by its batch Job, so MPIJob is the fallback).
-    core::WorkloadKind kind = core::WorkloadKind::MpiJob;
-    const auto metadata = pod.find("metadata");
-    if (metadata != pod.end() && metadata->is_object()) {
-      const auto owners = metadata->find("ownerReferences");
-      if (owners != metadata->end() && owners->is_array()) {
-        for (const Json& owner : *owners) {
-          if (StringField(owner, "kind") == "PyTorchJob") kind = core::WorkloadKind::PyTorchJob;
-        }
-      }
-    }
-    keys.push_back({kind, ns, *name});
-  }
-  if (auto name = Label(pod, core::KindInfoOf(core::WorkloadKind::BatchJob).pod_job_label)) {
-    keys.push_back({core::WorkloadKind::BatchJob, ns, *name});
+  for (const core::KindInfo& info : core::ManagedKinds()) {
+    auto name = Label(pod, info.pod_job_label);
+    if (name && OwnsLabelledPod(info, pod)) keys.push_back({info.kind, ns, std::move(*name)});
   }
   return keys;
 }

@@ -24,12 +24,17 @@ Json AddOp(const std::string& path, Json value) {
 }  // namespace
 
 bool IsManagedJob(const Json& object, WorkloadKind kind) {
-  if (!KindInfoOf(kind).job) return false;
-  if (kind != WorkloadKind::BatchJob) return true;
-  const Json* labels = ObjectAt(object, JsonPointer("/metadata/labels"));
-  if (labels == nullptr) return false;
-  auto it = labels->find(std::string(kManagedJobLabel));
-  return it != labels->end() && it->is_string() && it->get<std::string>() == "true";
+  const KindInfo& info = KindInfoOf(kind);
+  if (!info.job) return false;
+  if (info.opt_in_label.empty()) return true;
+  if (!object.is_object()) return false;
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return false;
+  const auto labels = metadata->find("labels");
+  if (labels == metadata->end() || !labels->is_object()) return false;
+  const auto value = labels->find(std::string(info.opt_in_label));
+  return value != labels->end() && value->is_string() &&
+         value->get_ref<const std::string&>() == "true";
 }
 
 JsonPointer SuspendPointer(WorkloadKind kind) {
@@ -55,7 +60,7 @@ Json GateMarkPatch(const Json& job, WorkloadKind kind) {
   const JsonPointer suspend = SuspendPointer(kind);
   const JsonPointer parent = suspend.parent_pointer();
   if (parent.to_string() != "/spec" && ObjectAt(job, parent) == nullptr) {
-    ops.push_back(AddOp(parent.to_string(), Json{{"suspend", true}}));
+    ops.push_back(AddOp(parent.to_string(), Json{{suspend.back(), true}}));
   } else {
     // "add" on an existing member replaces it (RFC 6902 4.1).
     ops.push_back(AddOp(suspend.to_string(), true));

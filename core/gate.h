@@ -11,8 +11,11 @@
 
 namespace ncclguard::core {
 
-// PyTorchJob, MPIJob and JobSet always; a batch Job only with ncclguard.io/managed=true.
-// Pods are never managed jobs.
+// Whether ncclguard manages (gates, serves, diagnoses) `object` of `kind`: every job kind, unless
+// its KindInfo::opt_in_label is set, in which case only objects labelled with it "true" (a batch
+// Job: ncclguard.io/managed=true). Pods are never managed jobs. The webhook, the controller and
+// the manager all ask this; the namespace opt-in is theirs to check. Lenient: labels of the wrong
+// type read as absent (the API server never stores them).
 bool IsManagedJob(const Json& object, WorkloadKind kind);
 
 // Where a job kind keeps its suspend flag: /spec/suspend or /spec/runPolicy/suspend.

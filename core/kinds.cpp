@@ -1,6 +1,9 @@
 #include "core/kinds.h"
 
+#include <algorithm>
 #include <array>
+
+#include "core/contract.h"
 
 namespace ncclguard::core {
 namespace {
@@ -11,20 +14,78 @@ namespace {
 //   batch/v1 Job controller (Kubernetes >= 1.27): batch.kubernetes.io/job-name
 // Pod comes first: ManagedKinds() is the rest of the table.
 constexpr std::array<KindInfo, 5> kKinds{{
-    {WorkloadKind::Pod, "v1", "Pod", "pods", TemplateLayout::PodSpec, "/spec", "", false, "", "",
-     ConditionStyle::None, false},
-    {WorkloadKind::PyTorchJob, "kubeflow.org/v1", "PyTorchJob", "pytorchjobs",
-     TemplateLayout::ReplicaSpecs, "/spec/pytorchReplicaSpecs", "/spec/nprocPerNode", true,
-     "training.kubeflow.org/job-name", "/spec/runPolicy/suspend", ConditionStyle::Kubeflow, true},
-    {WorkloadKind::MpiJob, "kubeflow.org/v2beta1", "MPIJob", "mpijobs",
-     TemplateLayout::ReplicaSpecs, "/spec/mpiReplicaSpecs", "/spec/slotsPerWorker", true,
-     "training.kubeflow.org/job-name", "/spec/runPolicy/suspend", ConditionStyle::Kubeflow, false},
-    {WorkloadKind::JobSet, "jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets",
-     TemplateLayout::ReplicatedJobs, "/spec/replicatedJobs", "", true,
-     "jobset.sigs.k8s.io/jobset-name", "/spec/suspend", ConditionStyle::Meta, true},
-    {WorkloadKind::BatchJob, "batch/v1", "Job", "jobs", TemplateLayout::JobTemplate,
-     "/spec/template", "", true, "batch.kubernetes.io/job-name", "/spec/suspend",
-     ConditionStyle::Batch, true},
+    {
+        .kind = WorkloadKind::Pod,
+        .api_version = "v1",
+        .kind_name = "Pod",
+        .resource = "pods",
+        .layout = TemplateLayout::PodSpec,
+        .templates = "/spec",
+    },
+    {
+        .kind = WorkloadKind::PyTorchJob,
+        .api_version = "kubeflow.org/v1",
+        .kind_name = "PyTorchJob",
+        .resource = "pytorchjobs",
+        .layout = TemplateLayout::ReplicaSpecs,
+        .templates = "/spec/pytorchReplicaSpecs",
+        .ranks_per_pod = "/spec/nprocPerNode",
+        .training_container = "pytorch",
+        .job = true,
+        .suspend_field = "/spec/runPolicy/suspend",
+        .condition_style = ConditionStyle::Kubeflow,
+        .pod_job_label = "training.kubeflow.org/job-name",
+        .rank_zero = {.roles = {"Master", "Worker"}, .index = "-0"},
+        .ncclguard_makes_service = true,
+        .ncclguard_sets_pod_subdomain = true,
+    },
+    {
+        .kind = WorkloadKind::MpiJob,
+        .api_version = "kubeflow.org/v2beta1",
+        .kind_name = "MPIJob",
+        .resource = "mpijobs",
+        .layout = TemplateLayout::ReplicaSpecs,
+        .templates = "/spec/mpiReplicaSpecs",
+        .ranks_per_pod = "/spec/slotsPerWorker",
+        .rankless_roles = {"Launcher"},
+        .job = true,
+        .suspend_field = "/spec/runPolicy/suspend",
+        .condition_style = ConditionStyle::Kubeflow,
+        .pod_job_label = "training.kubeflow.org/job-name",
+        // The launcher's owner is its batch Job, not the MPIJob.
+        .pod_label_fallback = true,
+        .rank_zero = {.roles = {"Worker"}, .index = "-0"},
+    },
+    {
+        .kind = WorkloadKind::JobSet,
+        .api_version = "jobset.x-k8s.io/v1alpha2",
+        .kind_name = "JobSet",
+        .resource = "jobsets",
+        .layout = TemplateLayout::ReplicatedJobs,
+        .templates = "/spec/replicatedJobs",
+        .job = true,
+        .suspend_field = "/spec/suspend",
+        .condition_style = ConditionStyle::Meta,
+        .pod_job_label = "jobset.sigs.k8s.io/jobset-name",
+        .rank_zero = {.role_at = "/spec/replicatedJobs/0/name", .index = "-0-0"},
+        .service_name_field = "/spec/network/subdomain",
+        .ncclguard_makes_service = true,
+    },
+    {
+        .kind = WorkloadKind::BatchJob,
+        .api_version = "batch/v1",
+        .kind_name = "Job",
+        .resource = "jobs",
+        .layout = TemplateLayout::JobTemplate,
+        .templates = "/spec/template",
+        .job = true,
+        .opt_in_label = kManagedJobLabel,
+        .suspend_field = "/spec/suspend",
+        .condition_style = ConditionStyle::Batch,
+        .pod_job_label = "batch.kubernetes.io/job-name",
+        .rank_zero = {.index = "-0"},  // an Indexed Job's pod hostname
+        .ncclguard_makes_service = true,
+    },
 }};
 
 std::string_view Group(std::string_view api_version) {
@@ -66,6 +127,11 @@ std::optional<WorkloadKind> ManagedKindOf(const Json& object) {
       KindOf(api_version->get_ref<const std::string&>(), kind->get_ref<const std::string&>());
   if (!found || !KindInfoOf(*found).job) return std::nullopt;
   return found;
+}
+
+bool RunsRanks(const KindInfo& info, std::string_view role) {
+  return role.empty() || std::find(info.rankless_roles.begin(), info.rankless_roles.end(), role) ==
+                             info.rankless_roles.end();
 }
 
 }  // namespace ncclguard::core

@@ -28,6 +28,14 @@ std::uint32_t Fnv1a(std::string_view text) {
   return hash;
 }
 
+std::string LowerCase(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return lower;
+}
+
 std::string AsLabel(std::string_view name) {
   if (IsDns1035Label(name)) return std::string(name);
   std::string label;
@@ -62,12 +70,11 @@ bool IsDns1035Label(std::string_view name) {
 std::string RendezvousServiceName(const Json& job) {
   const std::string name = Name(job);
   if (name.empty()) return "";
-  const auto kind = job.is_object() && job.contains("kind") && job["kind"].is_string()
-                        ? job["kind"].get<std::string>()
-                        : std::string();
-  if (kind == "JobSet") {
+  const auto kind = ManagedKindOf(job);
+  const std::string_view field = kind ? KindInfoOf(*kind).service_name_field : "";
+  if (!field.empty()) {
     // Read leniently: a malformed subdomain is reported by the rules, not here.
-    const JsonPointer at("/spec/network/subdomain");
+    const JsonPointer at{std::string(field)};
     if (job.contains(at) && job.at(at).is_string() &&
         !job.at(at).get_ref<const std::string&>().empty()) {
       return AsLabel(job.at(at).get_ref<const std::string&>());
@@ -80,25 +87,22 @@ std::optional<std::string> RankZeroHostname(const Json& job) {
   const auto workload = ParseWorkload(job);
   const std::string name = Name(job);
   if (!workload || name.empty()) return std::nullopt;
-  switch (workload->kind) {
-    case WorkloadKind::PyTorchJob: {
-      const bool has_master =
-          OptionalObject(job, JsonPointer("/spec/pytorchReplicaSpecs/Master")) != nullptr;
-      return name + (has_master ? "-master-0" : "-worker-0");
-    }
-    case WorkloadKind::MpiJob:
-      return name + "-worker-0";
-    case WorkloadKind::JobSet: {
-      const auto first = OptionalString(job, JsonPointer("/spec/replicatedJobs/0/name"));
-      if (!first) return std::nullopt;
-      return name + "-" + *first + "-0-0";
-    }
-    case WorkloadKind::BatchJob:
-      return name + "-0";
-    case WorkloadKind::Pod:
-      return std::nullopt;
+  const KindInfo& info = KindInfoOf(workload->kind);
+  if (!info.job) return std::nullopt;
+  const RankZeroPod& pod = info.rank_zero;
+  std::string role;
+  if (!pod.role_at.empty()) {
+    const auto named = OptionalString(job, JsonPointer(std::string(pod.role_at)));
+    if (!named) return std::nullopt;
+    role = *named;
   }
-  return std::nullopt;
+  const JsonPointer templates{std::string(info.templates)};
+  for (std::string_view candidate : pod.roles) {
+    if (candidate.empty()) continue;
+    role = LowerCase(candidate);  // the last one when the job declares none
+    if (OptionalObject(job, templates / std::string(candidate)) != nullptr) break;
+  }
+  return name + (role.empty() ? "" : "-" + role) + std::string(pod.index);
 }
 
 std::optional<std::string> MasterAddress(const Json& job, std::string_view cluster_domain) {

@@ -13,12 +13,13 @@ namespace ncclguard::core {
 // A pod named by the Service resolves as <hostname>.<service>.<namespace>.svc.<clusterDomain>.
 
 // The headless Service of a training job, which is also its pods' `subdomain`: the job's name
-// (a JobSet's spec.network.subdomain when set), made a valid DNS-1035 label (a name that is not
+// (or the field its kind's KindInfo::service_name_field names, when set: a JobSet's
+// spec.network.subdomain), made a valid DNS-1035 label (a name that is not
 // one is shortened or rewritten and gets a hash suffix, so different jobs keep different names).
 // Empty for an object without a name. Never throws.
 std::string RendezvousServiceName(const Json& job);
 
-// The hostname of the pod that hosts rank 0, as the kind's operator names it:
+// The hostname of the pod that hosts rank 0, as the kind's operator names it (KindInfo::rank_zero):
 // PyTorchJob <name>-master-0 (or <name>-worker-0 without a Master), MPIJob <name>-worker-0,
 // JobSet <name>-<first replicatedJob>-0-0, Indexed batch Job <name>-0. nullopt for other objects.
 // Throws InputError when a field it reads has the wrong type.

@@ -3,6 +3,7 @@
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
 #include "core/contract.h"
+#include "core/gate.h"
 #include "core/kinds.h"
 #include "core/pod_spec.h"
 #include "log/log.h"
@@ -115,8 +116,7 @@ bool ManagedJob(const Caches& caches, const JobKey& key) {
   }
   const auto job = caches.Job(key.kind).Get(kube::ObjectKey(key.namespace_, key.name));
   if (!job) return false;
-  return key.kind != core::WorkloadKind::BatchJob ||
-         controllers::Label(*job, core::kManagedJobLabel) == std::string("true");
+  return core::IsManagedJob(*job, key.kind);
 }
 
 ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicySource& policy,

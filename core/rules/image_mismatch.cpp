@@ -3,15 +3,16 @@
 namespace ncclguard::core::rules {
 namespace {
 
-// The container that runs training in a template: the first GPU container, else the
-// conventional "pytorch" container of a PyTorchJob.
+// The container that runs training in a template: the first GPU container, else the kind's
+// conventional training container (a PyTorchJob's "pytorch").
 const Container* TrainingContainer(const TemplateFacts& facts, WorkloadKind kind) {
   for (const Container& c : facts.containers) {
     if (c.IsGpu()) return &c;
   }
-  if (kind == WorkloadKind::PyTorchJob) {
+  const std::string_view conventional = KindInfoOf(kind).training_container;
+  if (!conventional.empty()) {
     for (const Container& c : facts.containers) {
-      if (c.name == "pytorch") return &c;
+      if (c.name == conventional) return &c;
     }
   }
   return nullptr;

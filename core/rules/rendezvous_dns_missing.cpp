@@ -5,11 +5,10 @@
 namespace ncclguard::core::rules {
 namespace {
 
-constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
-
 // Kubeflow's training operator names a replica's pod <job>-<role>-<index> but gives it neither
 // a subdomain nor a hostname, so <pod>.<service>.<ns>.svc (the MASTER_ADDR ncclguard's headless
-// Service publishes) does not resolve. The mpi-operator and JobSet set both themselves.
+// Service publishes) does not resolve. The mpi-operator and JobSet set both themselves. Which
+// kinds' pods get them is KindInfo::ncclguard_sets_pod_subdomain.
 class RendezvousDnsMissing final : public Rule {
  public:
   RendezvousDnsMissing()
@@ -22,13 +21,23 @@ class RendezvousDnsMissing final : public Rule {
 
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
     if (ctx.workload.kind != WorkloadKind::Pod) return;  // the operator names pods, not templates
-    const auto job =
-        OptionalString(ctx.object, JsonPointer("/metadata/labels") / std::string(kJobNameLabel));
-    if (!job || job->empty()) return;
+    const KindInfo* info = nullptr;
+    std::optional<std::string> job;
+    for (const KindInfo& kind : ManagedKinds()) {
+      if (!kind.ncclguard_sets_pod_subdomain) continue;
+      job = OptionalString(ctx.object,
+                           JsonPointer("/metadata/labels") / std::string(kind.pod_job_label));
+      if (job && !job->empty()) {
+        info = &kind;
+        break;
+      }
+    }
+    if (info == nullptr) return;
     const JsonPointer spec = ctx.facts.pod_spec;
     if (OptionalString(ctx.object, spec / "subdomain")) return;
-    const std::string service =
-        RendezvousServiceName(Json{{"kind", "PyTorchJob"}, {"metadata", {{"name", *job}}}});
+    const std::string service = RendezvousServiceName(Json{{"apiVersion", info->api_version},
+                                                           {"kind", info->kind_name},
+                                                           {"metadata", {{"name", *job}}}});
     if (service.empty()) return;
     const auto pod = OptionalString(ctx.object, JsonPointer("/metadata/name"));
     report.Add(spec / "subdomain", "pod of training job \"" + *job + "\" has no subdomain, so " +

@@ -53,9 +53,10 @@ std::string ContainerLabel(const Container& c) {
 }
 
 std::int64_t RankPods(const Workload& workload) {
+  const KindInfo& info = KindInfoOf(workload.kind);
   std::int64_t pods = 0;
   for (const PodTemplate& tmpl : workload.templates) {
-    if (workload.kind == WorkloadKind::MpiJob && tmpl.role == "Launcher") continue;
+    if (!RunsRanks(info, tmpl.role)) continue;
     pods += tmpl.pods;
   }
   return pods;

@@ -21,7 +21,7 @@ class WorldSizeMismatch final : public Rule {
     std::set<std::int64_t> accepted{pods};
     std::int64_t gpu_ranks = 0;
     for (const TemplateFacts& facts : ctx.templates) {
-      if (ctx.workload.kind == WorkloadKind::MpiJob && facts.tmpl->role == "Launcher") continue;
+      if (!RunsRanks(KindInfoOf(ctx.workload.kind), facts.tmpl->role)) continue;
       std::int64_t gpus = 0;
       for (const Container& c : facts.containers) gpus += c.gpus;
       gpu_ranks += facts.tmpl->pods * gpus;
