@@ -11,6 +11,7 @@
 #include "controllers/gate.h"
 #include "controllers/log_scan.h"
 #include "core/json.h"
+#include "core/registry.h"
 
 namespace ncclguard::controllers {
 
@@ -42,6 +43,7 @@ struct DiagnosisInfo {
 // description (core::Catalog; a diagnosis is a Warning Event, level warn).
 class Diagnosis {
  public:
+  using RegistryEntry = Diagnosis;  // NCCLGUARD_REGISTER(MyDiagnosis) adds it to DiagnosisRegistry
   explicit Diagnosis(DiagnosisInfo info) : info_(info) {}
   virtual ~Diagnosis() = default;
   const DiagnosisInfo& Info() const { return info_; }
@@ -53,16 +55,8 @@ class Diagnosis {
   DiagnosisInfo info_;
 };
 
-class DiagnosisRegistry {
- public:
-  // Sorted by rank, then id.
-  static std::span<const Diagnosis* const> All();
-  static const Diagnosis* Find(std::string_view id);
-
-  struct Registrar {
-    explicit Registrar(std::unique_ptr<Diagnosis> diagnosis);
-  };
-};
+// Sorted by rank, then id.
+using DiagnosisRegistry = core::Registry<Diagnosis>;
 
 struct DiagnosisFinding {
   const Diagnosis* diagnosis;
@@ -78,7 +72,16 @@ std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context);
 
 }  // namespace ncclguard::controllers
 
-#define NCCLGUARD_REGISTER_DIAGNOSIS(DiagnosisClass)                                               \
-  static const ::ncclguard::controllers::DiagnosisRegistry::Registrar kRegistrar##DiagnosisClass { \
-    std::make_unique<DiagnosisClass>()                                                             \
-  }
+namespace ncclguard::core {
+
+// A diagnosis also registers its description in core::Catalog (a Warning Event, level warn),
+// which rejects an unknown guide slug.
+template <>
+struct RegistryTraits<controllers::Diagnosis> {
+  static constexpr std::string_view kKind = "diagnosis";
+  static std::string_view Id(const controllers::Diagnosis& d) { return d.Info().id; }
+  static int Order(const controllers::Diagnosis& d) { return d.Info().rank; }
+  static void OnRegister(const controllers::Diagnosis& diagnosis);
+};
+
+}  // namespace ncclguard::core

@@ -1,49 +1,7 @@
-#include <algorithm>
-
 #include "controllers/diagnosis.h"
 #include "core/catalog.h"
 
 namespace ncclguard::controllers {
-namespace {
-
-struct Registry {
-  std::vector<std::unique_ptr<Diagnosis>> owned;
-  std::vector<const Diagnosis*> sorted;
-};
-
-Registry& TheRegistry() {
-  static Registry registry;
-  return registry;
-}
-
-bool Before(const Diagnosis* a, const Diagnosis* b) {
-  if (a->Info().rank != b->Info().rank) return a->Info().rank < b->Info().rank;
-  return a->Info().id < b->Info().id;
-}
-
-}  // namespace
-
-// The catalog rejects a duplicate id or an unknown guide slug: a programming error caught at
-// start-up.
-DiagnosisRegistry::Registrar::Registrar(std::unique_ptr<Diagnosis> diagnosis) {
-  const DiagnosisInfo& info = diagnosis->Info();
-  core::Catalog::Register({info.id, core::FindingKind::Diagnosis, core::FindingLevel::Warn,
-                           info.slug, info.summary, info.remedy, info.rank});
-  Registry& registry = TheRegistry();
-  const Diagnosis* raw = diagnosis.get();
-  registry.owned.push_back(std::move(diagnosis));
-  registry.sorted.insert(
-      std::lower_bound(registry.sorted.begin(), registry.sorted.end(), raw, Before), raw);
-}
-
-std::span<const Diagnosis* const> DiagnosisRegistry::All() { return TheRegistry().sorted; }
-
-const Diagnosis* DiagnosisRegistry::Find(std::string_view id) {
-  for (const Diagnosis* diagnosis : TheRegistry().sorted) {
-    if (diagnosis->Info().id == id) return diagnosis;
-  }
-  return nullptr;
-}
 
 std::string LogFindingLine(const LogFinding& finding) {
   std::string line = finding.message;
@@ -66,3 +24,13 @@ std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context) {
 }
 
 }  // namespace ncclguard::controllers
+
+namespace ncclguard::core {
+
+void RegistryTraits<controllers::Diagnosis>::OnRegister(const controllers::Diagnosis& diagnosis) {
+  const controllers::DiagnosisInfo& info = diagnosis.Info();
+  Catalog::Register({info.id, FindingKind::Diagnosis, FindingLevel::Warn, info.slug, info.summary,
+                     info.remedy, info.rank});
+}
+
+}  // namespace ncclguard::core

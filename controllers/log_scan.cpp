@@ -10,11 +10,6 @@
 namespace ncclguard::controllers {
 namespace {
 
-std::vector<LogMatcherRegistry::Entry>& Entries() {
-  static std::vector<LogMatcherRegistry::Entry> entries;
-  return entries;
-}
-
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 bool IsKeyChar(char c) {
@@ -49,15 +44,9 @@ bool TokenChar(char c) {
 
 }  // namespace
 
-std::span<const LogMatcherRegistry::Entry> LogMatcherRegistry::All() { return Entries(); }
-
-LogMatcherRegistry::Registrar::Registrar(std::string_view id, Factory make) {
-  Entries().push_back({id, make});
-}
-
 LogScan::LogScan() {
-  for (const LogMatcherRegistry::Entry& entry : LogMatcherRegistry::All()) {
-    matchers_.push_back(entry.make());
+  for (const LogMatcherEntry* entry : LogMatcherRegistry::All()) {
+    matchers_.push_back(entry->make());
   }
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "controllers/log_transport.h"
+#include "core/registry.h"
 
 namespace ncclguard::controllers {
 
@@ -62,28 +63,26 @@ class LogScanView {
   virtual const TransportVerdict& Transport(std::size_t source) const = 0;
 };
 
-// One diagnosis' reading of logs; a fresh instance per scan.
+struct LogMatcherEntry;
+
+// One diagnosis' reading of logs; a fresh instance per scan. A matcher class names the diagnosis
+// it finds as `static constexpr std::string_view kDiagnosis` and registers itself with
+// NCCLGUARD_REGISTER(MyLog), which registers a factory for it in LogMatcherRegistry.
 class LogMatcher {
  public:
+  using RegistryEntry = LogMatcherEntry;
   virtual ~LogMatcher() = default;
   virtual void Feed(const LogLine& line) = 0;
   virtual std::vector<LogFinding> Finish(const LogScanView& scan) const = 0;
 };
 
-class LogMatcherRegistry {
- public:
-  using Factory = std::unique_ptr<LogMatcher> (*)();
-  struct Entry {
-    std::string_view id;  // the diagnosis it finds
-    Factory make;
-  };
-  // In registration order; Scan sorts findings by the diagnoses' rank.
-  static std::span<const Entry> All();
-
-  struct Registrar {
-    Registrar(std::string_view id, Factory make);
-  };
+struct LogMatcherEntry {
+  std::string_view id;  // the diagnosis it finds
+  std::unique_ptr<LogMatcher> (*make)();
 };
+
+// By diagnosis id, one matcher each; Scan sorts findings by the diagnoses' rank.
+using LogMatcherRegistry = core::Registry<LogMatcherEntry>;
 
 // One scan over one or more sources, fed line by line (in any interleaving of sources).
 class LogScan final : public LogScanView {
@@ -176,10 +175,18 @@ std::optional<int> RankOf(std::string_view text);
 
 }  // namespace ncclguard::controllers
 
-#define NCCLGUARD_REGISTER_LOG_MATCHER(Id, MatcherClass)                \
-  static const ::ncclguard::controllers::LogMatcherRegistry::Registrar  \
-      kLogRegistrar##MatcherClass {                                     \
-    Id, []() -> std::unique_ptr<::ncclguard::controllers::LogMatcher> { \
-      return std::make_unique<MatcherClass>();                          \
-    }                                                                   \
+namespace ncclguard::core {
+
+template <>
+struct RegistryTraits<controllers::LogMatcherEntry> {
+  static constexpr std::string_view kKind = "log matcher";
+  static std::string_view Id(const controllers::LogMatcherEntry& entry) { return entry.id; }
+  template <typename Matcher>
+  static std::unique_ptr<controllers::LogMatcherEntry> Make() {
+    return std::make_unique<controllers::LogMatcherEntry>(controllers::LogMatcherEntry{
+        Matcher::kDiagnosis,
+        []() -> std::unique_ptr<controllers::LogMatcher> { return std::make_unique<Matcher>(); }});
   }
+};
+
+}  // namespace ncclguard::core

@@ -11,6 +11,7 @@
 #include "core/patch.h"
 #include "core/pod_spec.h"
 #include "core/policy.h"
+#include "core/registry.h"
 #include "core/workload.h"
 
 namespace ncclguard::core {
@@ -64,6 +65,7 @@ class RuleReport {
 
 class Rule {
  public:
+  using RegistryEntry = Rule;  // NCCLGUARD_REGISTER(MyRule) adds it to RuleRegistry
   explicit Rule(RuleInfo info) : info_(info) {}
   virtual ~Rule() = default;
   const RuleInfo& Info() const { return info_; }
@@ -79,22 +81,16 @@ class Rule {
   RuleInfo info_;
 };
 
-// Every rule registers itself from its own file (core/rules/), so adding a rule is one file.
-// Registration happens during static initialisation; afterwards the registry is read-only.
-class RuleRegistry {
- public:
-  // Sorted by id, so evaluation order and output are deterministic.
-  static std::span<const Rule* const> All();
-  static const Rule* Find(std::string_view id);
-
-  struct Registrar {
-    explicit Registrar(std::unique_ptr<Rule> rule);
-  };
+// Every rule registers itself from its own file (core/rules/) with NCCLGUARD_REGISTER, so adding
+// a rule is one file. Sorted by id, so evaluation order and output are deterministic; the
+// description goes to core::Catalog, which rejects an unknown guide slug.
+template <>
+struct RegistryTraits<Rule> {
+  static constexpr std::string_view kKind = "rule";
+  static std::string_view Id(const Rule& rule) { return rule.Info().id; }
+  static void OnRegister(const Rule& rule);
 };
 
-}  // namespace ncclguard::core
+using RuleRegistry = Registry<Rule>;
 
-#define NCCLGUARD_REGISTER_RULE(RuleClass)                                        \
-  static const ::ncclguard::core::RuleRegistry::Registrar kRegistrar##RuleClass { \
-    std::make_unique<RuleClass>()                                                 \
-  }
+}  // namespace ncclguard::core

@@ -1,25 +1,13 @@
 #include "manager/controller_module.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <tuple>
 
 #include "manager/manager.h"
 
 namespace ncclguard::manager {
 namespace {
-
-struct Registry {
-  std::vector<std::unique_ptr<ControllerModule>> owned;
-  std::vector<const ControllerModule*> sorted;
-};
-
-Registry& TheRegistry() {
-  static Registry registry;
-  return registry;
-}
 
 // The manager's own needs, beside the modules': Events (every controller's executor writes
 // them), the Lease, and the owner ServiceAccount it reads.
@@ -46,32 +34,6 @@ std::vector<Access> ManagerAccess(const ManagerOptions& options) {
 }
 
 }  // namespace
-
-detail::ControllerRegistrar::ControllerRegistrar(ControllerModule (*declare)()) {
-  Registry& registry = TheRegistry();
-  auto module = std::make_unique<ControllerModule>(declare());
-  for (const ControllerModule* other : registry.sorted) {
-    if (other->name == module->name) {
-      throw std::logic_error("controller registered twice: " + module->name);
-    }
-  }
-  const ControllerModule* raw = module.get();
-  registry.owned.push_back(std::move(module));
-  registry.sorted.insert(std::lower_bound(registry.sorted.begin(), registry.sorted.end(), raw,
-                                          [](const ControllerModule* a, const ControllerModule* b) {
-                                            return a->name < b->name;
-                                          }),
-                         raw);
-}
-
-std::span<const ControllerModule* const> ControllerModules() { return TheRegistry().sorted; }
-
-const ControllerModule* FindControllerModule(std::string_view name) {
-  for (const ControllerModule* module : TheRegistry().sorted) {
-    if (module->name == name) return module;
-  }
-  return nullptr;
-}
 
 bool ModuleEnabled(const ControllerModule& module, const ManagerOptions& options) {
   return module.flag.empty() || options.enable.contains(module.flag);

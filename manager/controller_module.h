@@ -5,7 +5,9 @@
 //   - the RBAC it needs (`ncclguard controller --print-rbac`, checked against the chart);
 //   - whether it is always on or turned on by a flag of `ncclguard controller`;
 //   - how it adds its controllers and runnables to the manager.
-// A controller registers its declaration with NCCLGUARD_REGISTER_CONTROLLER in its own .cpp.
+// A controller registers its declaration from its own .cpp:
+// NCCLGUARD_REGISTER(DeclareMyController); where DeclareMyController() returns its ControllerModule
+// (core/registry.h). The manager archive is linked whole.
 #pragma once
 
 #include <functional>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/registry.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/resource.h"
@@ -94,17 +97,18 @@ struct ControllerModule {
   std::function<void(ModuleContext& context)> install;
 };
 
+// By name (ControllerModules() and FindControllerModule() read it).
+using ControllerRegistry = core::Registry<ControllerModule>;
+
 // Every registered controller, in registration-independent order (by name).
-std::span<const ControllerModule* const> ControllerModules();
-const ControllerModule* FindControllerModule(std::string_view name);
+inline std::span<const ControllerModule* const> ControllerModules() {
+  return ControllerRegistry::All();
+}
+inline const ControllerModule* FindControllerModule(std::string_view name) {
+  return ControllerRegistry::Find(name);
+}
 // Whether `module` runs with these options: always-on ones, and those whose flag is enabled.
 bool ModuleEnabled(const ControllerModule& module, const ManagerOptions& options);
-
-namespace detail {
-struct ControllerRegistrar {
-  explicit ControllerRegistrar(ControllerModule (*declare)());
-};
-}  // namespace detail
 
 // The RBAC the controller process needs with these options: list and watch of what the enabled
 // modules read, their own rules, the manager's (Events, leader election, the owner
@@ -119,9 +123,12 @@ core::Json AccessAsRbac(const std::vector<Access>& rules);
 
 }  // namespace ncclguard::manager
 
-// In a controller's .cpp: NCCLGUARD_REGISTER_CONTROLLER(DeclareMyController); where
-// DeclareMyController() returns its ControllerModule. The manager archive is linked whole.
-#define NCCLGUARD_REGISTER_CONTROLLER(declare)                                                   \
-  static const ::ncclguard::manager::detail::ControllerRegistrar kControllerRegistrar##declare { \
-    &declare                                                                                     \
-  }
+namespace ncclguard::core {
+
+template <>
+struct RegistryTraits<manager::ControllerModule> {
+  static constexpr std::string_view kKind = "controller";
+  static std::string_view Id(const manager::ControllerModule& module) { return module.name; }
+};
+
+}  // namespace ncclguard::core

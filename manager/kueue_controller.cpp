@@ -165,7 +165,7 @@ ControllerModule DeclareKueuePreflight() {
   };
   return module;
 }
-NCCLGUARD_REGISTER_CONTROLLER(DeclareKueuePreflight);
+NCCLGUARD_REGISTER(DeclareKueuePreflight);
 
 }  // namespace
 

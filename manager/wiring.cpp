@@ -267,7 +267,7 @@ ControllerModule DeclareTrainingJobs() {
   };
   return module;
 }
-NCCLGUARD_REGISTER_CONTROLLER(DeclareTrainingJobs);
+NCCLGUARD_REGISTER(DeclareTrainingJobs);
 
 // The NcclPolicy "default": its Accepted condition.
 ControllerModule DeclareNcclPolicy() {
@@ -282,7 +282,7 @@ ControllerModule DeclareNcclPolicy() {
   };
   return module;
 }
-NCCLGUARD_REGISTER_CONTROLLER(DeclareNcclPolicy);
+NCCLGUARD_REGISTER(DeclareNcclPolicy);
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/catalog.h"
+#include "core/registry.h"
 
 namespace ncclguard::probes {
 
@@ -45,6 +46,7 @@ struct CheckInfo {
 // the context, never changes anything. One file in probes/checks/, registered by id.
 class Check {
  public:
+  using RegistryEntry = Check;  // NCCLGUARD_REGISTER(MyCheck) adds it to CheckRegistry
   explicit Check(CheckInfo info) : info_(info) {}
   virtual ~Check() = default;
   const CheckInfo& Info() const { return info_; }
@@ -57,27 +59,22 @@ class Check {
   CheckInfo info_;
 };
 
-class CheckRegistry {
- public:
-  // Also registers the check's description in core::Catalog (which rejects a duplicate id).
-  static void Add(std::unique_ptr<Check> check);
-  // In Info().order, then id.
-  static std::vector<const Check*> All();
-  static const Check* Find(std::string_view id);
-};
-
-template <typename T>
-struct RegisterCheck {
-  RegisterCheck() { CheckRegistry::Add(std::make_unique<T>()); }
-};
-
-// Registers a check at static initialisation, as NCCLGUARD_REGISTER_RULE does a rule; the
-// object's name is the check's, so checks compiled together (a unity build) do not collide.
-#define NCCLGUARD_REGISTER_CHECK(CheckClass) \
-  const ::ncclguard::probes::RegisterCheck<CheckClass> kRegistered##CheckClass {}
-
 // Shorthand for a result without a host fix.
 CheckResult Result(CheckStatus status, std::string observed, std::string expected,
                    std::string message);
 
+using CheckRegistry = core::Registry<Check>;
+
 }  // namespace ncclguard::probes
+
+// Checks are listed and run in (order, id); each also registers its description in core::Catalog
+// (which rejects an unknown guide slug).
+namespace ncclguard::core {
+template <>
+struct RegistryTraits<probes::Check> {
+  static constexpr std::string_view kKind = "node check";
+  static std::string_view Id(const probes::Check& check) { return check.Id(); }
+  static int Order(const probes::Check& check) { return check.Info().order; }
+  static void OnRegister(const probes::Check& check);
+};
+}  // namespace ncclguard::core

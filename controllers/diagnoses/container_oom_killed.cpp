@@ -30,7 +30,7 @@ class ContainerOomKilled final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(ContainerOomKilled);
+NCCLGUARD_REGISTER(ContainerOomKilled);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -21,10 +21,11 @@ class EfaTcpFallback final : public Diagnosis {
   std::vector<std::string> Find(const DiagnosisContext&) const override { return {}; }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(EfaTcpFallback);
+NCCLGUARD_REGISTER(EfaTcpFallback);
 
 class EfaTcpFallbackLog final : public LogMatcher {
  public:
+  static constexpr std::string_view kDiagnosis = kEfaTcpFallback;
   void Feed(const LogLine&) override {}
 
   std::vector<LogFinding> Finish(const LogScanView& scan) const override {
@@ -44,7 +45,7 @@ class EfaTcpFallbackLog final : public LogMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kEfaTcpFallback, EfaTcpFallbackLog);
+NCCLGUARD_REGISTER(EfaTcpFallbackLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

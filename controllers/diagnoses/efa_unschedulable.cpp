@@ -47,7 +47,7 @@ class EfaUnschedulable final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(EfaUnschedulable);
+NCCLGUARD_REGISTER(EfaUnschedulable);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -26,7 +26,7 @@ class FirstFailedRank final : public Diagnosis {
   std::vector<std::string> Find(const DiagnosisContext&) const override { return {}; }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(FirstFailedRank);
+NCCLGUARD_REGISTER(FirstFailedRank);
 
 // A rank that stopped because another one did.
 bool RemoteFailure(std::string_view text) {
@@ -72,6 +72,7 @@ bool OwnFailure(std::string_view text) {
 
 class FirstFailedRankLog final : public LogMatcher {
  public:
+  static constexpr std::string_view kDiagnosis = kFirstFailedRank;
   void Feed(const LogLine& line) override {
     const std::string_view text = line.text;
     State& s = StateOf(line.source);
@@ -196,7 +197,7 @@ class FirstFailedRankLog final : public LogMatcher {
   std::set<std::string> peers_;
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kFirstFailedRank, FirstFailedRankLog);
+NCCLGUARD_REGISTER(FirstFailedRankLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

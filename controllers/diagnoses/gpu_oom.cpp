@@ -32,14 +32,15 @@ class GpuOom final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(GpuOom);
+NCCLGUARD_REGISTER(GpuOom);
 
 // PyTorch's and NCCL's ways of saying it: "torch.OutOfMemoryError: CUDA out of memory. Tried to
 // allocate ...", "RuntimeError: CUDA error: out of memory", "cudaErrorMemoryAllocation",
 // "NCCL WARN Cuda failure 'out of memory'" (2.18-2.20) / "Cuda failure 2 'out of memory'".
 class GpuOomLog final : public LineMatcher {
  public:
-  GpuOomLog() : LineMatcher("gpu-oom", "ran out of GPU memory (CUDA out of memory)") {}
+  static constexpr std::string_view kDiagnosis = "gpu-oom";
+  GpuOomLog() : LineMatcher(kDiagnosis, "ran out of GPU memory (CUDA out of memory)") {}
 
  protected:
   bool Matches(std::string_view text) const override {
@@ -50,7 +51,7 @@ class GpuOomLog final : public LineMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER("gpu-oom", GpuOomLog);
+NCCLGUARD_REGISTER(GpuOomLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

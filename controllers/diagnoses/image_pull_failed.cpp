@@ -31,7 +31,7 @@ class ImagePullFailed final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(ImagePullFailed);
+NCCLGUARD_REGISTER(ImagePullFailed);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -25,7 +25,7 @@ class InsufficientValidatedNodes final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(InsufficientValidatedNodes);
+NCCLGUARD_REGISTER(InsufficientValidatedNodes);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -20,13 +20,13 @@ class MemoryRegistrationFailed final : public Diagnosis {
   std::vector<std::string> Find(const DiagnosisContext&) const override { return {}; }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(MemoryRegistrationFailed);
+NCCLGUARD_REGISTER(MemoryRegistrationFailed);
 
 class MemoryRegistrationFailedLog final : public LineMatcher {
  public:
+  static constexpr std::string_view kDiagnosis = kMemoryRegistrationFailed;
   MemoryRegistrationFailedLog()
-      : LineMatcher(kMemoryRegistrationFailed,
-                    "registering memory with the NIC failed (locked-memory limit)") {}
+      : LineMatcher(kDiagnosis, "registering memory with the NIC failed (locked-memory limit)") {}
 
  protected:
   bool Matches(std::string_view text) const override {
@@ -42,7 +42,7 @@ class MemoryRegistrationFailedLog final : public LineMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kMemoryRegistrationFailed, MemoryRegistrationFailedLog);
+NCCLGUARD_REGISTER(MemoryRegistrationFailedLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -26,7 +26,7 @@ class NcclVersionMismatch final : public Diagnosis {
   std::vector<std::string> Find(const DiagnosisContext&) const override { return {}; }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(NcclVersionMismatch);
+NCCLGUARD_REGISTER(NcclVersionMismatch);
 
 // "2.18.5" from "NCCL version 2.18.5+cuda12.2", "NCCL version: 2.20.5", "..., NCCL version 2.19.3".
 std::string VersionIn(std::string_view text) {
@@ -54,6 +54,7 @@ std::string VersionIn(std::string_view text) {
 
 class NcclVersionMismatchLog final : public LogMatcher {
  public:
+  static constexpr std::string_view kDiagnosis = kNcclVersionMismatch;
   void Feed(const LogLine& line) override {
     if (line.text.find("NCCL version") == std::string_view::npos &&
         line.text.find("Mismatched NCCL") == std::string_view::npos) {
@@ -120,7 +121,7 @@ class NcclVersionMismatchLog final : public LogMatcher {
   MatchedLines detected_;
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER(kNcclVersionMismatch, NcclVersionMismatchLog);
+NCCLGUARD_REGISTER(NcclVersionMismatchLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

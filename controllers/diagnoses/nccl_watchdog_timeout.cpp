@@ -31,15 +31,15 @@ class NcclWatchdogTimeout final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(NcclWatchdogTimeout);
+NCCLGUARD_REGISTER(NcclWatchdogTimeout);
 
 // "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE,
 // ...) ran for 600054 milliseconds before timing out." (PyTorch 1.13-2.5; newer prefixes
 // "[PG ID 0 PG GUID 0(default_pg) Rank 3]"), and the watchdog's own hang report.
 class NcclWatchdogTimeoutLog final : public LineMatcher {
  public:
-  NcclWatchdogTimeoutLog()
-      : LineMatcher("nccl-watchdog-timeout", "stopped on an NCCL watchdog timeout") {}
+  static constexpr std::string_view kDiagnosis = "nccl-watchdog-timeout";
+  NcclWatchdogTimeoutLog() : LineMatcher(kDiagnosis, "stopped on an NCCL watchdog timeout") {}
 
  protected:
   bool Matches(std::string_view text) const override {
@@ -50,7 +50,7 @@ class NcclWatchdogTimeoutLog final : public LineMatcher {
   }
 };
 
-NCCLGUARD_REGISTER_LOG_MATCHER("nccl-watchdog-timeout", NcclWatchdogTimeoutLog);
+NCCLGUARD_REGISTER(NcclWatchdogTimeoutLog);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

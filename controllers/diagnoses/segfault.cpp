@@ -24,7 +24,7 @@ class Segfault final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(Segfault);
+NCCLGUARD_REGISTER(Segfault);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -19,7 +19,7 @@ class UntoleratedTaint final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(UntoleratedTaint);
+NCCLGUARD_REGISTER(UntoleratedTaint);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

@@ -63,7 +63,7 @@ class VersionDrift final : public Diagnosis {
   }
 };
 
-NCCLGUARD_REGISTER_DIAGNOSIS(VersionDrift);
+NCCLGUARD_REGISTER(VersionDrift);
 
 }  // namespace
 }  // namespace ncclguard::controllers::diagnoses

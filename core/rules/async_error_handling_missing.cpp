@@ -30,7 +30,7 @@ class AsyncErrorHandlingMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(AsyncErrorHandlingMissing);
+NCCLGUARD_REGISTER(AsyncErrorHandlingMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

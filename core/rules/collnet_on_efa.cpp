@@ -23,7 +23,7 @@ class CollnetOnEfa final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(CollnetOnEfa);
+NCCLGUARD_REGISTER(CollnetOnEfa);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

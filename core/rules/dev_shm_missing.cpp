@@ -57,7 +57,7 @@ class DevShmMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(DevShmMissing);
+NCCLGUARD_REGISTER(DevShmMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -29,7 +29,7 @@ class EfaCountMismatch final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(EfaCountMismatch);
+NCCLGUARD_REGISTER(EfaCountMismatch);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

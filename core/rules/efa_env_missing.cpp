@@ -37,7 +37,7 @@ class EfaEnvMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(EfaEnvMissing);
+NCCLGUARD_REGISTER(EfaEnvMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

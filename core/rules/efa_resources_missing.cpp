@@ -35,7 +35,7 @@ class EfaResourcesMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(EfaResourcesMissing);
+NCCLGUARD_REGISTER(EfaResourcesMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

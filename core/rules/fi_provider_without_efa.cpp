@@ -27,7 +27,7 @@ class FiProviderWithoutEfa final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(FiProviderWithoutEfa);
+NCCLGUARD_REGISTER(FiProviderWithoutEfa);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

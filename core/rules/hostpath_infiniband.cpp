@@ -31,7 +31,7 @@ class HostPathInfiniband final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(HostPathInfiniband);
+NCCLGUARD_REGISTER(HostPathInfiniband);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -49,7 +49,7 @@ class ImageMismatch final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(ImageMismatch);
+NCCLGUARD_REGISTER(ImageMismatch);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

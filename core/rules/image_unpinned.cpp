@@ -33,7 +33,7 @@ class ImageUnpinned final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(ImageUnpinned);
+NCCLGUARD_REGISTER(ImageUnpinned);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -26,7 +26,7 @@ class InstanceTypeUnknown final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(InstanceTypeUnknown);
+NCCLGUARD_REGISTER(InstanceTypeUnknown);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -35,7 +35,7 @@ class IpcLockMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(IpcLockMissing);
+NCCLGUARD_REGISTER(IpcLockMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -39,7 +39,7 @@ class MasterAddrUnqualified final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(MasterAddrUnqualified);
+NCCLGUARD_REGISTER(MasterAddrUnqualified);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

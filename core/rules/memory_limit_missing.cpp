@@ -25,7 +25,7 @@ class MemoryLimitMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(MemoryLimitMissing);
+NCCLGUARD_REGISTER(MemoryLimitMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

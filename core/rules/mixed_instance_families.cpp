@@ -34,7 +34,7 @@ class MixedInstanceFamilies final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(MixedInstanceFamilies);
+NCCLGUARD_REGISTER(MixedInstanceFamilies);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -33,7 +33,7 @@ class NcclAlgoInvalid final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(NcclAlgoInvalid);
+NCCLGUARD_REGISTER(NcclAlgoInvalid);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -34,7 +34,7 @@ class NcclDebugMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(NcclDebugMissing);
+NCCLGUARD_REGISTER(NcclDebugMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

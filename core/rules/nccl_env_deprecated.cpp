@@ -38,7 +38,7 @@ class NcclEnvDeprecated final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(NcclEnvDeprecated);
+NCCLGUARD_REGISTER(NcclEnvDeprecated);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -32,7 +32,7 @@ class NcclProtoInvalid final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(NcclProtoInvalid);
+NCCLGUARD_REGISTER(NcclProtoInvalid);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -51,7 +51,7 @@ class RendezvousDnsMissing final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(RendezvousDnsMissing);
+NCCLGUARD_REGISTER(RendezvousDnsMissing);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

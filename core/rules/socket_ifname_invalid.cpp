@@ -78,7 +78,7 @@ class SocketIfnameInvalid final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(SocketIfnameInvalid);
+NCCLGUARD_REGISTER(SocketIfnameInvalid);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

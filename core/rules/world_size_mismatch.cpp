@@ -50,7 +50,7 @@ class WorldSizeMismatch final : public Rule {
   }
 };
 
-NCCLGUARD_REGISTER_RULE(WorldSizeMismatch);
+NCCLGUARD_REGISTER(WorldSizeMismatch);
 
 }  // namespace
 }  // namespace ncclguard::core::rules

@@ -77,7 +77,7 @@ class DevShmStale : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(DevShmStale);
+NCCLGUARD_REGISTER(DevShmStale);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -32,7 +32,7 @@ class DriverVersion : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(DriverVersion);
+NCCLGUARD_REGISTER(DriverVersion);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -55,7 +55,7 @@ class EfaDeviceCount : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(EfaDeviceCount);
+NCCLGUARD_REGISTER(EfaDeviceCount);
 
 }  // namespace
 }  // namespace ncclguard::probes

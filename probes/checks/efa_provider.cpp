@@ -44,7 +44,7 @@ class EfaProvider : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(EfaProvider);
+NCCLGUARD_REGISTER(EfaProvider);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -52,7 +52,7 @@ class GpuCount : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(GpuCount);
+NCCLGUARD_REGISTER(GpuCount);
 
 }  // namespace
 }  // namespace ncclguard::probes

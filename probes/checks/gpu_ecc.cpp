@@ -37,7 +37,7 @@ class GpuEcc : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(GpuEcc);
+NCCLGUARD_REGISTER(GpuEcc);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -82,7 +82,7 @@ class GpuP2p : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(GpuP2p);
+NCCLGUARD_REGISTER(GpuP2p);
 
 }  // namespace
 }  // namespace ncclguard::probes

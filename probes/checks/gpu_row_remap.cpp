@@ -32,7 +32,7 @@ class GpuRowRemap : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(GpuRowRemap);
+NCCLGUARD_REGISTER(GpuRowRemap);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -48,7 +48,7 @@ class GpudirectRdma : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(GpudirectRdma);
+NCCLGUARD_REGISTER(GpudirectRdma);
 
 }  // namespace
 }  // namespace ncclguard::probes

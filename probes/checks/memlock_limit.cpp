@@ -62,7 +62,7 @@ class MemlockLimitCheck : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(MemlockLimitCheck);
+NCCLGUARD_REGISTER(MemlockLimitCheck);
 
 }  // namespace
 }  // namespace ncclguard::probes

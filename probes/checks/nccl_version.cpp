@@ -36,7 +36,7 @@ class NcclVersion : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(NcclVersion);
+NCCLGUARD_REGISTER(NcclVersion);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -32,7 +32,7 @@ class NvlinkStatus : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(NvlinkStatus);
+NCCLGUARD_REGISTER(NvlinkStatus);
 
 }  // namespace
 }  // namespace ncclguard::probes

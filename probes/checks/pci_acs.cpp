@@ -123,7 +123,7 @@ class PciAcs : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(PciAcs);
+NCCLGUARD_REGISTER(PciAcs);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -62,7 +62,7 @@ class RemoveIpc : public Check {
   }
 };
 
-NCCLGUARD_REGISTER_CHECK(RemoveIpc);
+NCCLGUARD_REGISTER(RemoveIpc);
 
 }  // namespace
 }  // namespace ncclguard::probes

@@ -35,7 +35,7 @@ class ThrowingRule final : public core::Rule {
     }
   }
 };
-NCCLGUARD_REGISTER_RULE(ThrowingRule);
+NCCLGUARD_REGISTER(ThrowingRule);
 
 Json BarePod(const std::string& name = "w0") {
   return Json::parse(

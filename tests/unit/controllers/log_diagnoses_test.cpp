@@ -75,12 +75,12 @@ std::string AllText(const Result& r) {
 TEST(LogMatchers, EachFindsARegisteredDiagnosisWithAGuideSection) {
   ASSERT_GE(controllers::LogMatcherRegistry::All().size(), 6u);
   std::set<std::string> ids;
-  for (const auto& entry : controllers::LogMatcherRegistry::All()) {
-    const core::CatalogEntry* catalog = core::Catalog::Find(entry.id);
-    ASSERT_NE(catalog, nullptr) << entry.id;
-    EXPECT_EQ(catalog->kind, core::FindingKind::Diagnosis) << entry.id;
-    EXPECT_NE(controllers::DiagnosisRegistry::Find(entry.id), nullptr) << entry.id;
-    EXPECT_TRUE(ids.insert(std::string(entry.id)).second) << entry.id << " registered twice";
+  for (const controllers::LogMatcherEntry* entry : controllers::LogMatcherRegistry::All()) {
+    const core::CatalogEntry* catalog = core::Catalog::Find(entry->id);
+    ASSERT_NE(catalog, nullptr) << entry->id;
+    EXPECT_EQ(catalog->kind, core::FindingKind::Diagnosis) << entry->id;
+    EXPECT_NE(controllers::DiagnosisRegistry::Find(entry->id), nullptr) << entry->id;
+    EXPECT_TRUE(ids.insert(std::string(entry->id)).second) << entry->id << " registered twice";
   }
   for (const char* id : {"efa-tcp-fallback", "memory-registration-failed", "gpu-oom",
                          "nccl-watchdog-timeout", "nccl-version-mismatch", "first-failed-rank"}) {
