@@ -1,11 +1,9 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/health_server.h"
@@ -175,14 +173,15 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
         kube::ServiceAccountOwner(owner_client, manager_options.lease_namespace, owner_account);
   }
 
-  // Signals are taken by one thread with sigwait; every other thread inherits the mask.
-  const sigset_t signals = BlockTerminationSignals();
+  // Declared before the signals: their thread may use the server until it is joined.
+  // The certificates before the server, so they outlive the server's readiness gate.
+  std::unique_ptr<manager::WebhookCertManager> certs;
+  std::unique_ptr<webhook::WebhookServer> server;
+  // Before the webhook's threads start, so that they inherit the blocked signals.
+  TerminationSignals signals;
 
   const kube::StopToken stop;
   std::atomic<bool> failed{false};
-  // Declared before the server, so it outlives the server's readiness gate.
-  std::unique_ptr<manager::WebhookCertManager> certs;
-  std::unique_ptr<webhook::WebhookServer> server;
   if (!options.webhook_cert_secret.empty()) {
     manager::WebhookCertOptions cert_options;
     cert_options.namespace_ = manager_options.lease_namespace;
@@ -226,18 +225,9 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     }
   }
 
-  std::atomic<bool> signalled{false};
-  std::thread signal_waiter([&signals, &signalled, &server, stop] {
-    int received = 0;
-    sigwait(&signals, &received);
-    signalled = true;
-    if (received == SIGTERM || received == SIGINT) {
-      log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                "; stopping reconciles and releasing the lease");
-      // The webhook's shutdown delay runs while the manager stops and releases the lease.
-      if (server) server->BeginShutdown();
-    }
-    stop.Stop();
+  signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&server] {
+    // The webhook's shutdown delay runs while the manager stops and releases the lease.
+    if (server) server->BeginShutdown();
   });
 
   manager::RunResult result = manager::RunResult::kStopped;
@@ -267,12 +257,6 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
   }
   stop.Stop();
   if (server) server->Shutdown();
-  if (!signalled) {
-    // No signal ended the run (the lease was lost, the webhook could not listen): wake the
-    // signal thread so it can be joined (the process exits anyway).
-    pthread_kill(signal_waiter.native_handle(), SIGTERM);
-  }
-  signal_waiter.join();
   log::Flush();
   if (failed) return 1;
   if (result == manager::RunResult::kLostLease) {

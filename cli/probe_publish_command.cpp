@@ -1,20 +1,15 @@
 // `ncclguard probe --publish`: the DaemonSet's process. Runs the checks and writes the result to
 // the cluster (probes/publisher.h) every --interval and on request, until SIGTERM.
-#include <pthread.h>
-#include <signal.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
-#include <thread>
-#include <utility>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/duration.h"
 #include "cli/probe_setup.h"
+#include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "log/log.h"
@@ -28,44 +23,6 @@ int PublishUsageError(const std::string& message) {
   std::cerr << "ncclguard probe --publish: " << message << "\n";
   return probes::kProbeExitError;
 }
-
-// Takes SIGTERM/SIGINT synchronously on its own thread and turns them into a stop request, so
-// that sleeps and retries end at once. Other threads inherit the blocked mask.
-class SignalStopper {
- public:
-  explicit SignalStopper(kube::StopToken stop) : stop_(std::move(stop)) {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::thread([this] { Wait(); });
-  }
-  ~SignalStopper() {
-    done_ = true;
-    thread_.join();
-  }
-  SignalStopper(const SignalStopper&) = delete;
-  SignalStopper& operator=(const SignalStopper&) = delete;
-
- private:
-  void Wait() {
-    const timespec tick{0, 200'000'000};
-    while (!done_) {
-      const int received = sigtimedwait(&signals_, nullptr, &tick);
-      if (received == SIGTERM || received == SIGINT) {
-        log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                  "; stopping");
-        stop_.Stop();
-        return;
-      }
-    }
-  }
-
-  kube::StopToken stop_;
-  sigset_t signals_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -123,7 +80,9 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   kube::StopToken stop;
   int code = 0;
   {
-    SignalStopper stopper(stop);
+    // Before the publisher's threads start.
+    TerminationSignals signals;
+    signals.StopOnSignal(stop, "stopping");
     probes::NodePublisher publisher(client, run_checks, publisher_options);
     log::Info("probe publisher started", {{"node", node_name},
                                           {"server", client->config().server},

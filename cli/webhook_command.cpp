@@ -1,7 +1,6 @@
 #include <utility>  // before boost/asio (through pplx): its awaitable.hpp uses std::exchange
 
 #include <pplx/threadpool.h>
-#include <csignal>
 #include <iostream>
 #include <stdexcept>
 
@@ -52,9 +51,8 @@ int RunWebhook(const WebhookOptions& options) {
     std::cerr << "ncclguard webhook: " << e.what() << "\n";
     return kExitInputError;
   }
-  // Signals are taken synchronously by this thread only; the listener's threads, started next,
-  // inherit the mask.
-  const sigset_t signals = BlockTerminationSignals();
+  // Before the listener's threads start (next), so that they inherit the blocked signals.
+  const TerminationSignals signals;
   if (options.threads > 0) crossplat::threadpool::initialize_with_threads(options.threads);
 
   std::unique_ptr<webhook::WebhookServer> server;
@@ -66,10 +64,7 @@ int RunWebhook(const WebhookOptions& options) {
     std::cerr << "ncclguard webhook: " << e.what() << "\n";
     return kExitInputError;
   }
-  int received = 0;
-  sigwait(&signals, &received);
-  log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-            "; draining in-flight requests");
+  signals.Wait("draining in-flight requests");
   server->Shutdown();
   log::Flush();
   return 0;
