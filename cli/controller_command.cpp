@@ -1,27 +1,63 @@
+// `ncclguard controller`: the training-job controller, and the webhook in the same process when
+// TLS files or --webhook-cert-secret are given. Runs until SIGTERM/SIGINT (exit 0) or until the
+// lease is lost (exit 1).
 #include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "cli/health_server.h"
+#include "cli/policy_flags.h"
 #include "cli/signals.h"
+#include "cli/webhook_config.h"
 #include "kube/config.h"
 #include "kube/errors.h"
 #include "kube/owner_reference.h"
+#include "kube/stop_token.h"
 #include "log/log.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
 
 namespace ncclguard::cli {
+namespace {
 
-CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options) {
-  CLI::App* command = app.add_subcommand("controller",
-                                         "run the training-job controller (and the webhook, given "
-                                         "TLS files or --webhook-cert-secret)");
+struct ControllerOptions {
+  std::string kubeconfig;
+  std::string context;
+  bool leader_elect = true;
+  std::string lease_namespace;        // empty: $POD_NAMESPACE, else ncclguard-system
+  std::string owner_service_account;  // empty: $POD_SERVICE_ACCOUNT, else none
+  std::string lease_name = "ncclguard-controller";
+  int workers = 4;
+  std::string log_level = "info";
+  std::string log_format = "auto";
+  kube::ClientOptions client;  // --kube-api-qps, --kube-api-burst
+  std::string webhook_listen = "0.0.0.0:8443";
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Self-managed webhook certificates (docs/certificates.md); exclusive with the TLS files.
+  std::string webhook_cert_secret;
+  std::string webhook_service = "ncclguard-webhook";
+  std::vector<std::string> webhook_hosts;
+  std::string webhook_configuration = "ncclguard";
+  std::string cert_dir = "/var/run/ncclguard/certs";
+  // On SIGTERM: the webhook keeps answering this long (closing each connection), then waits
+  // up to the drain timeout for requests in flight (docs/operator.md, "Upgrades").
+  int webhook_shutdown_delay_ms = 0;
+  int webhook_drain_timeout_ms = 20000;
+  // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
+  std::string health_listen = ":8081";
+  bool kueue_admission_check = false;
+  PolicyOptions policy;
+};
+
+void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
   command->add_option("--kubeconfig", options.kubeconfig,
                       "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   command->add_option("--context", options.context, "kubeconfig context (default: current)");
@@ -93,18 +129,15 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
   command->add_flag("--kueue-admission-check", options.kueue_admission_check,
                     "answer Kueue AdmissionChecks whose controllerName is ncclguard.io/preflight "
                     "(needs RBAC on Kueue's workloads, admissionchecks and resourceflavors)");
-  return command;
 }
 
-namespace {
-
-void SetShutdown(const ControllerCommandOptions& options, webhook::ServerConfig& config) {
+void SetShutdown(const ControllerOptions& options, webhook::ServerConfig& config) {
   config.shutdown_delay = std::chrono::milliseconds(options.webhook_shutdown_delay_ms);
   config.drain_timeout = std::chrono::milliseconds(options.webhook_drain_timeout_ms);
 }
 
 // The flag combinations that cannot work, as one line; empty when fine.
-std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
+std::string CertificateFlagsProblem(const ControllerOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return "--tls-cert-file and --tls-key-file go together";
   }
@@ -124,9 +157,7 @@ std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
   return "";
 }
 
-}  // namespace
-
-int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy) {
+int RunController(const ControllerOptions& options) {
   if (const std::string problem = CertificateFlagsProblem(options); !problem.empty()) {
     std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
@@ -138,7 +169,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     return kExitInputError;
   }
   manager::ManagerOptions manager_options;
-  manager_options.base_policy = LoadPolicy(policy);
+  manager_options.base_policy = LoadPolicy(options.policy);
   manager_options.workers = options.workers;
   manager_options.leader_elect = options.leader_elect;
   manager_options.lease_name = options.lease_name;
@@ -195,7 +226,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
       if (server) server->ReloadCertificateNow();
     };
     webhook::ServerConfig webhook_config =
-        WebhookServerConfig(options.webhook_listen, "", "", policy);
+        WebhookServerConfig(options.webhook_listen, "", "", options.policy);
     SetShutdown(options, webhook_config);
     try {
       certs = std::make_unique<manager::WebhookCertManager>(kube::Client(config),
@@ -214,7 +245,7 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     }
   } else if (!options.tls_cert_file.empty()) {
     webhook::ServerConfig webhook_config = WebhookServerConfig(
-        options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
+        options.webhook_listen, options.tls_cert_file, options.tls_key_file, options.policy);
     SetShutdown(options, webhook_config);
     try {
       server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
@@ -264,6 +295,18 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+Command AddControllerCommand(CLI::App& app) {
+  auto options = std::make_shared<ControllerOptions>();
+  CLI::App* command = app.add_subcommand("controller",
+                                         "run the training-job controller (and the webhook, given "
+                                         "TLS files or --webhook-cert-secret)");
+  AddControllerFlags(command, *options);
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunController(*options); }};
 }
 
 }  // namespace ncclguard::cli

@@ -6,9 +6,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.h"
 #include "cli/duration.h"
-#include "cli/probe_setup.h"
+#include "cli/probe_command.h"
 #include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
@@ -26,7 +25,7 @@ int PublishUsageError(const std::string& message) {
 
 }  // namespace
 
-int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
+int RunProbePublish(const ProbeCommandOptions& options) {
   std::string node_name = options.node_name;
   if (node_name.empty())
     if (const char* from_env = std::getenv("NODE_NAME")) node_name = from_env;
@@ -51,8 +50,7 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   probes::ProbeOptions probe;
   ProbeCommandOptions named = options;
   named.node_name = node_name;
-  if (auto problem = BuildProbeOptions(named, policy_options, probe))
-    return PublishUsageError(*problem);
+  if (auto problem = BuildProbeOptions(named, probe)) return PublishUsageError(*problem);
 
   std::shared_ptr<kube::Client> client;
   try {
