@@ -1,29 +1,64 @@
+// `ncclguard controller`: the training-job controller, and the webhook in the same process when
+// TLS files or --webhook-cert-secret are given. Runs until SIGTERM/SIGINT (exit 0) or until the
+// lease is lost (exit 1).
 #include <CLI/CLI.hpp>
 
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <set>
 #include <stdexcept>
-#include <thread>
 
 #include "cli/commands.h"
+#include "cli/exit_code.h"
 #include "cli/health_server.h"
+#include "cli/policy_flags.h"
 #include "cli/signals.h"
+#include "cli/webhook_config.h"
 #include "kube/config.h"
 #include "kube/errors.h"
 #include "kube/owner_reference.h"
+#include "kube/stop_token.h"
 #include "log/log.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
 
 namespace ncclguard::cli {
+namespace {
 
-CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options) {
-  CLI::App* command = app.add_subcommand("controller",
-                                         "run the training-job controller (and the webhook, given "
-                                         "TLS files or --webhook-cert-secret)");
+struct ControllerOptions {
+  std::string kubeconfig;
+  std::string context;
+  bool leader_elect = true;
+  std::string lease_namespace;        // empty: $POD_NAMESPACE, else ncclguard-system
+  std::string owner_service_account;  // empty: $POD_SERVICE_ACCOUNT, else none
+  std::string lease_name = "ncclguard-controller";
+  int workers = 4;
+  std::string log_level = "info";
+  std::string log_format = "auto";
+  kube::ClientOptions client;  // --kube-api-qps, --kube-api-burst
+  std::string webhook_listen = "0.0.0.0:8443";
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Self-managed webhook certificates (docs/certificates.md); exclusive with the TLS files.
+  std::string webhook_cert_secret;
+  std::string webhook_service = "ncclguard-webhook";
+  std::vector<std::string> webhook_hosts;
+  std::string webhook_configuration = "ncclguard";
+  std::string cert_dir = "/var/run/ncclguard/certs";
+  // On SIGTERM: the webhook keeps answering this long (closing each connection), then waits
+  // up to the drain timeout for requests in flight (docs/operator.md, "Upgrades").
+  int webhook_shutdown_delay_ms = 0;
+  int webhook_drain_timeout_ms = 20000;
+  // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
+  std::string health_listen = ":8081";
+  bool kueue_admission_check = false;
+  PolicyOptions policy;
+};
+
+void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
   command->add_option("--kubeconfig", options.kubeconfig,
                       "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   command->add_option("--context", options.context, "kubeconfig context (default: current)");
@@ -92,21 +127,23 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerCommandOptions& options)
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
+}
+
+// The optional controllers (manager/controller_module.h, ControllerModule::flag): their flags
+// and the names they enable. Kueue's AdmissionCheck (manager/kueue_controller.cpp) is the one.
+void AddOptionalControllerFlags(CLI::App* command, ControllerOptions& options) {
   command->add_flag("--kueue-admission-check", options.kueue_admission_check,
                     "answer Kueue AdmissionChecks whose controllerName is ncclguard.io/preflight "
                     "(needs RBAC on Kueue's workloads, admissionchecks and resourceflavors)");
-  return command;
 }
-
-namespace {
-
-void SetShutdown(const ControllerCommandOptions& options, webhook::ServerConfig& config) {
-  config.shutdown_delay = std::chrono::milliseconds(options.webhook_shutdown_delay_ms);
-  config.drain_timeout = std::chrono::milliseconds(options.webhook_drain_timeout_ms);
+std::set<std::string> EnabledOptionalControllers(const ControllerOptions& options) {
+  std::set<std::string> enabled;
+  if (options.kueue_admission_check) enabled.insert("kueue-admission-check");
+  return enabled;
 }
 
 // The flag combinations that cannot work, as one line; empty when fine.
-std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
+std::string CertificateFlagsProblem(const ControllerOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return "--tls-cert-file and --tls-key-file go together";
   }
@@ -126,9 +163,160 @@ std::string CertificateFlagsProblem(const ControllerCommandOptions& options) {
   return "";
 }
 
-}  // namespace
+// The environment variable's value; empty when it is not set.
+std::string Environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
 
-int RunController(const ControllerCommandOptions& options, const PolicyOptions& policy) {
+// The manager's settings from the flags and the pod's environment: the Lease's namespace
+// ($POD_NAMESPACE) and the holder's identity ($POD_NAME).
+manager::ManagerOptions ManagerOptionsFrom(const ControllerOptions& options) {
+  manager::ManagerOptions manager_options;
+  manager_options.base_policy = LoadPolicy(options.policy);
+  manager_options.workers = options.workers;
+  manager_options.leader_elect = options.leader_elect;
+  manager_options.lease_name = options.lease_name;
+  manager_options.lease_namespace = options.lease_namespace;
+  if (manager_options.lease_namespace.empty()) {
+    const std::string own = Environment("POD_NAMESPACE");
+    manager_options.lease_namespace = own.empty() ? "ncclguard-system" : own;
+  }
+  if (const std::string pod = Environment("POD_NAME"); !pod.empty()) {
+    manager_options.identity = pod;
+  }
+  manager_options.client = options.client;
+  manager_options.enable = EnabledOptionalControllers(options);
+  return manager_options;
+}
+
+// Throws kube::ConfigError.
+kube::ClientConfig KubeClientConfig(const ControllerOptions& options) {
+  kube::KubeConfigOptions kubeconfig_options;
+  kubeconfig_options.context = options.context;
+  return kube::LoadClientConfig(options.kubeconfig, kubeconfig_options);
+}
+
+// The owner of the Lease and the certificate Secret this process creates (so they are deleted
+// with it): --owner-service-account, else $POD_SERVICE_ACCOUNT, else none.
+std::optional<kube::OwnerReference> LeaseOwner(const ControllerOptions& options,
+                                               const kube::ClientConfig& config,
+                                               const std::string& lease_namespace) {
+  std::string account = options.owner_service_account;
+  if (account.empty()) account = Environment("POD_SERVICE_ACCOUNT");
+  if (account.empty()) return std::nullopt;
+  kube::Client client(config);
+  return kube::ServiceAccountOwner(client, lease_namespace, account);
+}
+
+// The webhook served in this process, with its certificates from files or self-managed; none
+// without either.
+struct InProcessWebhook {
+  // Declared before the server, so it outlives the server's readiness gate.
+  std::unique_ptr<manager::WebhookCertManager> certs;
+  std::unique_ptr<webhook::WebhookServer> server;
+};
+
+webhook::ServerConfig WebhookConfig(const ControllerOptions& options,
+                                    const std::string& tls_cert_file,
+                                    const std::string& tls_key_file) {
+  webhook::ServerConfig config =
+      WebhookServerConfig(options.webhook_listen, tls_cert_file, tls_key_file, options.policy);
+  config.shutdown_delay = std::chrono::milliseconds(options.webhook_shutdown_delay_ms);
+  config.drain_timeout = std::chrono::milliseconds(options.webhook_drain_timeout_ms);
+  return config;
+}
+
+// Self-managed certificates (--webhook-cert-secret): the server reloads them when the
+// certificate manager writes them. Throws when the webhook cannot start.
+void StartWebhookWithOwnCertificates(const ControllerOptions& options,
+                                     const manager::ManagerOptions& manager_options,
+                                     const kube::ClientConfig& config, InProcessWebhook& webhook) {
+  manager::WebhookCertOptions cert_options;
+  cert_options.namespace_ = manager_options.lease_namespace;
+  cert_options.secret_name = options.webhook_cert_secret;
+  cert_options.service_name = options.webhook_service;
+  cert_options.extra_hosts = options.webhook_hosts;
+  cert_options.configuration_name = options.webhook_configuration;
+  cert_options.cert_dir = options.cert_dir;
+  cert_options.owner = manager_options.owner;
+  cert_options.files_written = [&server = webhook.server] {
+    if (server) server->ReloadCertificateNow();
+  };
+  webhook.certs =
+      std::make_unique<manager::WebhookCertManager>(kube::Client(config), std::move(cert_options));
+  // Listen at once (with a placeholder until the Secret's certificate is written) so the
+  // readiness probe gets its 503 rather than a refused connection.
+  webhook.certs->WritePlaceholderIfMissing();
+  webhook::ServerConfig webhook_config =
+      WebhookConfig(options, webhook.certs->cert_file(), webhook.certs->key_file());
+  webhook_config.ready_gate = [&certs = webhook.certs] { return certs->CertificateReady(); };
+  webhook.server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
+  webhook.server->Start();
+}
+
+// Starts the webhook if the flags ask for one; false (said on stderr) when it cannot start.
+bool StartWebhook(const ControllerOptions& options, const manager::ManagerOptions& manager_options,
+                  const kube::ClientConfig& config, InProcessWebhook& webhook) {
+  try {
+    if (!options.webhook_cert_secret.empty()) {
+      StartWebhookWithOwnCertificates(options, manager_options, config, webhook);
+    } else if (!options.tls_cert_file.empty()) {
+      webhook.server = std::make_unique<webhook::WebhookServer>(
+          WebhookConfig(options, options.tls_cert_file, options.tls_key_file));
+      webhook.server->Start();
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
+    return false;
+  }
+  return true;
+}
+
+// Runs the controllers until `stop` fires or the lease is lost; nullopt when they could not
+// start (the health server could not listen, said on stderr).
+std::optional<manager::RunResult> RunControllers(const ControllerOptions& options,
+                                                 const kube::ClientConfig& config,
+                                                 manager::ManagerOptions manager_options,
+                                                 InProcessWebhook& webhook,
+                                                 const kube::StopToken& stop) {
+  manager::Manager manager(config, std::move(manager_options));
+  if (webhook.certs) {
+    // On every replica, not only the leader: any may create or rotate the Secret, and all
+    // serve what it holds. It ends with the manager's run (a lost lease too).
+    manager.Add(
+        {"webhook-certificates", false,
+         [certs = webhook.certs.get()](const kube::StopToken& until) { certs->Run(until); }});
+  }
+  // Plain-HTTP probes only when no webhook serves its own /healthz and /readyz.
+  std::unique_ptr<HealthServer> health;
+  if (!webhook.certs && !webhook.server && !HealthListenDisabled(options.health_listen)) {
+    health = std::make_unique<HealthServer>(options.health_listen,
+                                            [&manager] { return manager.Ready(); });
+    try {
+      health->Start();
+    } catch (const std::exception& e) {
+      std::cerr << "ncclguard controller: " << e.what() << "\n";
+      return std::nullopt;
+    }
+  }
+  // A signal may have come first.
+  const manager::RunResult result =
+      stop.stopped() ? manager::RunResult::kStopped : manager.Run(stop);
+  if (health) health->Shutdown();
+  return result;
+}
+
+int ExitCode(const std::optional<manager::RunResult>& result) {
+  if (!result) return 1;
+  if (*result == manager::RunResult::kLostLease) {
+    std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";
+    return 1;
+  }
+  return 0;
+}
+
+int RunController(const ControllerOptions& options) {
   if (const std::string problem = CertificateFlagsProblem(options); !problem.empty()) {
     std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
@@ -139,147 +327,46 @@ int RunController(const ControllerCommandOptions& options, const PolicyOptions& 
     std::cerr << "ncclguard controller: " << e.what() << "\n";
     return kExitInputError;
   }
-  manager::ManagerOptions manager_options;
-  manager_options.base_policy = LoadPolicy(policy);
-  manager_options.workers = options.workers;
-  manager_options.leader_elect = options.leader_elect;
-  manager_options.lease_name = options.lease_name;
-  manager_options.lease_namespace = options.lease_namespace;
-  if (manager_options.lease_namespace.empty()) {
-    const char* own = std::getenv("POD_NAMESPACE");
-    manager_options.lease_namespace = own != nullptr && *own != '\0' ? own : "ncclguard-system";
-  }
-  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
-    manager_options.identity = pod;
-  }
-  manager_options.client = options.client;
-
+  manager::ManagerOptions manager_options = ManagerOptionsFrom(options);
   kube::ClientConfig config;
   try {
-    kube::KubeConfigOptions kubeconfig_options;
-    kubeconfig_options.context = options.context;
-    config = kube::LoadClientConfig(options.kubeconfig, kubeconfig_options);
+    config = KubeClientConfig(options);
   } catch (const kube::ConfigError& e) {
     std::cerr << "ncclguard controller: " << e.what() << "\n";
     return kExitInputError;
   }
+  manager_options.owner = LeaseOwner(options, config, manager_options.lease_namespace);
 
-  std::string owner_account = options.owner_service_account;
-  if (const char* own = std::getenv("POD_SERVICE_ACCOUNT");
-      owner_account.empty() && own != nullptr) {
-    owner_account = own;
-  }
-  if (!owner_account.empty()) {
-    kube::Client owner_client(config);
-    manager_options.owner =
-        kube::ServiceAccountOwner(owner_client, manager_options.lease_namespace, owner_account);
-  }
-
-  // Signals are taken by one thread with sigwait; every other thread inherits the mask.
-  const sigset_t signals = BlockTerminationSignals();
-
+  // Declared before the signals: their thread may use it until it is joined.
+  InProcessWebhook webhook;
+  // Before the webhook's threads start, so that they inherit the blocked signals.
+  TerminationSignals signals;
+  if (!StartWebhook(options, manager_options, config, webhook)) return kExitInputError;
   const kube::StopToken stop;
-  std::atomic<bool> failed{false};
-  // Declared before the server, so it outlives the server's readiness gate.
-  std::unique_ptr<manager::WebhookCertManager> certs;
-  std::unique_ptr<webhook::WebhookServer> server;
-  if (!options.webhook_cert_secret.empty()) {
-    manager::WebhookCertOptions cert_options;
-    cert_options.namespace_ = manager_options.lease_namespace;
-    cert_options.secret_name = options.webhook_cert_secret;
-    cert_options.service_name = options.webhook_service;
-    cert_options.extra_hosts = options.webhook_hosts;
-    cert_options.configuration_name = options.webhook_configuration;
-    cert_options.cert_dir = options.cert_dir;
-    cert_options.owner = manager_options.owner;
-    cert_options.files_written = [&server] {
-      if (server) server->ReloadCertificateNow();
-    };
-    webhook::ServerConfig webhook_config =
-        WebhookServerConfig(options.webhook_listen, "", "", policy);
-    SetShutdown(options, webhook_config);
-    try {
-      certs = std::make_unique<manager::WebhookCertManager>(kube::Client(config),
-                                                            std::move(cert_options));
-      // Listen at once (with a placeholder until the Secret's certificate is written) so the
-      // readiness probe gets its 503 rather than a refused connection.
-      certs->WritePlaceholderIfMissing();
-      webhook_config.tls_cert_file = certs->cert_file();
-      webhook_config.tls_key_file = certs->key_file();
-      webhook_config.ready_gate = [&certs] { return certs->CertificateReady(); };
-      server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
-      server->Start();
-    } catch (const std::exception& e) {
-      std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
-      return kExitInputError;
-    }
-  } else if (!options.tls_cert_file.empty()) {
-    webhook::ServerConfig webhook_config = WebhookServerConfig(
-        options.webhook_listen, options.tls_cert_file, options.tls_key_file, policy);
-    SetShutdown(options, webhook_config);
-    try {
-      server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
-      server->Start();
-    } catch (const std::exception& e) {
-      std::cerr << "ncclguard controller: webhook: " << e.what() << "\n";
-      return kExitInputError;
-    }
-  }
-
-  std::atomic<bool> signalled{false};
-  std::thread signal_waiter([&signals, &signalled, &server, stop] {
-    int received = 0;
-    sigwait(&signals, &received);
-    signalled = true;
-    if (received == SIGTERM || received == SIGINT) {
-      log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                "; stopping reconciles and releasing the lease");
-      // The webhook's shutdown delay runs while the manager stops and releases the lease.
-      if (server) server->BeginShutdown();
-    }
-    stop.Stop();
+  signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {
+    // The webhook's shutdown delay runs while the manager stops and releases the lease.
+    if (webhook.server) webhook.server->BeginShutdown();
   });
 
-  manager::RunResult result = manager::RunResult::kStopped;
-  {
-    if (options.kueue_admission_check) manager_options.enable.insert("kueue-admission-check");
-    manager::Manager manager(config, std::move(manager_options));
-    if (certs) {
-      // On every replica, not only the leader: any may create or rotate the Secret, and all
-      // serve what it holds. It ends with the manager's run (a lost lease too).
-      manager.Add({"webhook-certificates", false,
-                   [&certs](const kube::StopToken& until) { certs->Run(until); }});
-    }
-    std::unique_ptr<HealthServer> health;
-    if (!certs && !server && !HealthListenDisabled(options.health_listen)) {
-      health = std::make_unique<HealthServer>(options.health_listen,
-                                              [&manager] { return manager.Ready(); });
-      try {
-        health->Start();
-      } catch (const std::exception& e) {
-        std::cerr << "ncclguard controller: " << e.what() << "\n";
-        stop.Stop();
-        failed = true;
-      }
-    }
-    if (!stop.stopped()) result = manager.Run(stop);
-    if (health) health->Shutdown();
-  }
+  const std::optional<manager::RunResult> result =
+      RunControllers(options, config, std::move(manager_options), webhook, stop);
   stop.Stop();
-  if (server) server->Shutdown();
-  if (!signalled) {
-    // No signal ended the run (the lease was lost, the webhook could not listen): wake the
-    // signal thread so it can be joined (the process exits anyway).
-    pthread_kill(signal_waiter.native_handle(), SIGTERM);
-  }
-  signal_waiter.join();
+  if (webhook.server) webhook.server->Shutdown();
   log::Flush();
-  if (failed) return 1;
-  if (result == manager::RunResult::kLostLease) {
-    std::cerr << "ncclguard controller: lost the lease; exiting so that a restart starts fresh\n";
-    return 1;
-  }
-  return 0;
+  return ExitCode(result);
+}
+
+}  // namespace
+
+Command AddControllerCommand(CLI::App& app) {
+  auto options = std::make_shared<ControllerOptions>();
+  CLI::App* command = app.add_subcommand("controller",
+                                         "run the training-job controller (and the webhook, given "
+                                         "TLS files or --webhook-cert-secret)");
+  AddControllerFlags(command, *options);
+  AddOptionalControllerFlags(command, *options);
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunController(*options); }};
 }
 
 }  // namespace ncclguard::cli

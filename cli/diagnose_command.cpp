@@ -1,4 +1,8 @@
-// `ncclguard diagnose`: the log diagnoses (controllers/log_scan.h) over saved logs.
+// `ncclguard diagnose`: the log diagnoses (controllers/log_scan.h) over saved NCCL/PyTorch logs
+// (a file per rank, a Slurm output, `kubectl logs`; - for stdin), streamed. Exit 0: nothing
+// found; 1: a finding; 2: usage or input error (nothing on stdout).
+#include <CLI/CLI.hpp>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +12,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/policy_flags.h"
 #include "controllers/diagnosis.h"
 #include "controllers/log_scan.h"
 #include "core/catalog.h"
@@ -20,6 +25,12 @@ namespace {
 
 using controllers::LogFinding;
 using controllers::LogScan;
+
+struct DiagnoseOptions {
+  std::vector<std::string> files;
+  std::string output = "text";
+  PolicyOptions policy;
+};
 
 constexpr std::size_t kChunkBytes = 1 << 20;
 
@@ -122,11 +133,9 @@ void PrintText(const std::vector<LogFinding>& findings, const LogScan& scan,
             << scan.Sources().size() << (scan.Sources().size() == 1 ? " log" : " logs") << "\n";
 }
 
-}  // namespace
-
-int RunDiagnose(const std::vector<std::string>& paths, OutputFormat format,
-                const PolicyOptions& options) {
-  const core::Policy policy = LoadPolicy(options);
+int RunDiagnose(const DiagnoseOptions& options) {
+  const std::vector<std::string>& paths = options.files;
+  const core::Policy policy = LoadPolicy(options.policy);
   std::vector<File> files = OpenAll(paths);
   LogScan scan;
   for (std::size_t i = 0; i < paths.size(); ++i) {
@@ -135,7 +144,7 @@ int RunDiagnose(const std::vector<std::string>& paths, OutputFormat format,
     files[i].reset();
   }
   const std::vector<LogFinding> findings = scan.Finish();
-  if (format == OutputFormat::Json) {
+  if (options.output == "json") {
     core::Json out = core::Json::array();
     for (const LogFinding& f : findings) out.push_back(FindingJson(f, scan, policy));
     std::cout << out.dump(2, ' ', false, core::Json::error_handler_t::replace) << "\n";
@@ -143,6 +152,19 @@ int RunDiagnose(const std::vector<std::string>& paths, OutputFormat format,
     PrintText(findings, scan, policy);
   }
   return findings.empty() ? kExitClean : kExitDenied;
+}
+
+}  // namespace
+
+Command AddDiagnoseCommand(CLI::App& app) {
+  auto options = std::make_shared<DiagnoseOptions>();
+  CLI::App* command = app.add_subcommand(
+      "diagnose", "diagnose NCCL/PyTorch logs (exit 1 on a finding, 2 on an input error)");
+  command->add_option("-o,--output", options->output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  command->add_option("files", options->files, "log files, - for stdin")->required();
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunDiagnose(*options); }};
 }
 
 }  // namespace ncclguard::cli

@@ -1,8 +1,13 @@
+// `ncclguard explain`: one rule, node check or diagnosis by id; without one, the list of all.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <iostream>
+#include <memory>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/policy_flags.h"
 #include "core/catalog.h"
 #include "core/errors.h"
 #include "core/guide.h"
@@ -14,6 +19,15 @@ namespace {
 
 using core::CatalogEntry;
 using core::FindingKind;
+
+struct ExplainOptions {
+  std::string id;
+  bool all = false;          // explain every one
+  bool markdown = false;     // docs/rules.md
+  bool guide_index = false;  // the index of docs/guide.md
+  bool json = false;         // every one, as a JSON array
+  PolicyOptions policy;
+};
 
 struct KindText {
   FindingKind kind;
@@ -191,10 +205,8 @@ void PrintJson(const core::Policy& policy) {
   std::cout << all.dump(2) << "\n";
 }
 
-}  // namespace
-
-int RunExplain(const ExplainOptions& explain, const PolicyOptions& options) {
-  const core::Policy policy = LoadPolicy(options);
+int RunExplain(const ExplainOptions& explain) {
+  const core::Policy policy = LoadPolicy(explain.policy);
   if (explain.markdown) {
     PrintMarkdown(policy);
   } else if (explain.guide_index) {
@@ -212,6 +224,24 @@ int RunExplain(const ExplainOptions& explain, const PolicyOptions& options) {
                            "\" (`ncclguard explain` lists them)");
   }
   return kExitClean;
+}
+
+}  // namespace
+
+Command AddExplainCommand(CLI::App& app) {
+  auto options = std::make_shared<ExplainOptions>();
+  CLI::App* command = app.add_subcommand(
+      "explain", "explain a rule, node check or diagnosis (without an id: list them all)");
+  command->add_option("id", options->id, "rule, node check or diagnosis id");
+  command->add_flag("--all", options->all, "explain every rule, node check and diagnosis");
+  command->add_flag("--markdown", options->markdown,
+                    "print docs/rules.md (every rule, node check and diagnosis) as Markdown");
+  command->add_flag("--guide-index", options->guide_index,
+                    "print the index of docs/guide.md (every id and its section) as Markdown");
+  command->add_flag("--json", options->json,
+                    "print every rule, node check and diagnosis as a JSON array");
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunExplain(*options); }};
 }
 
 }  // namespace ncclguard::cli

@@ -1,14 +1,26 @@
+// `ncclguard lint`: the rule findings for manifests; exit 1 on a deny.
+#include <CLI/CLI.hpp>
+
 #include <iostream>
+#include <memory>
 
 #include "cli/analysis.h"
 #include "cli/commands.h"
+#include "cli/policy_flags.h"
 
 namespace ncclguard::cli {
+namespace {
 
-int RunLint(const std::vector<std::string>& files, OutputFormat format,
-            const PolicyOptions& options) {
-  const core::Policy policy = LoadPolicy(options);
-  const std::vector<FileAnalysis> analyses = AnalyzeFiles(files, policy);
+struct LintOptions {
+  std::vector<std::string> files;
+  std::string output = "text";
+  PolicyOptions policy;
+};
+
+int RunLint(const LintOptions& options) {
+  const bool json = options.output == "json";
+  const core::Policy policy = LoadPolicy(options.policy);
+  const std::vector<FileAnalysis> analyses = AnalyzeFiles(options.files, policy);
 
   bool denied = false;
   std::size_t counts[3] = {0, 0, 0};
@@ -19,7 +31,7 @@ int RunLint(const std::vector<std::string>& files, OutputFormat format,
       for (const core::Finding& finding : file.evaluations[i].findings) {
         denied = denied || finding.level == core::Level::Deny;
         ++counts[static_cast<int>(finding.level)];
-        if (format == OutputFormat::Json) {
+        if (json) {
           json_findings.push_back(core::ToJson(finding));
         } else {
           text += FormatFinding(finding, DocumentName(file, i));
@@ -27,7 +39,7 @@ int RunLint(const std::vector<std::string>& files, OutputFormat format,
       }
     }
   }
-  if (format == OutputFormat::Json) {
+  if (json) {
     std::cout << json_findings.dump(2, ' ', false, core::Json::error_handler_t::replace) << "\n";
   } else {
     std::cout << text << counts[static_cast<int>(core::Level::Deny)] << " deny, "
@@ -35,6 +47,19 @@ int RunLint(const std::vector<std::string>& files, OutputFormat format,
               << counts[static_cast<int>(core::Level::Fix)] << " fixable\n";
   }
   return denied ? kExitDenied : kExitClean;
+}
+
+}  // namespace
+
+Command AddLintCommand(CLI::App& app) {
+  auto options = std::make_shared<LintOptions>();
+  CLI::App* command =
+      app.add_subcommand("lint", "report rule findings for manifests (exit 1 on a deny)");
+  command->add_option("-o,--output", options->output, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  command->add_option("files", options->files, "YAML/JSON files, - for stdin")->required();
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunLint(*options); }};
 }
 
 }  // namespace ncclguard::cli

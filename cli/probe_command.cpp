@@ -1,13 +1,17 @@
+// `ncclguard probe --once`: runs the node checks and prints the report. Exit 0: no check failed;
+// 1: a check failed; 2: the probe could not run (bad flags or inputs). --publish:
+// probe_publish_command.cpp.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/probe_setup.h"
+#include "cli/probe_command.h"
 #include "core/contract.h"
 #include "probes/check.h"
 #include "probes/context.h"
@@ -27,8 +31,37 @@ bool IsNodeCheck(const std::string& id) { return probes::CheckRegistry::Find(id)
 
 }  // namespace
 
-CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
-  CLI::App* probe = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
+std::optional<std::string> BuildProbeOptions(const ProbeCommandOptions& options,
+                                             probes::ProbeOptions& probe) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(options.host_root, error))
+    return "--host-root " + options.host_root + " is not a directory";
+  for (const std::string& id : options.checks)
+    if (!IsNodeCheck(id)) return "--check " + id + ": no such node check";
+  if (!(options.check_timeout_seconds > 0 && options.check_timeout_seconds <= 3600))
+    return "--check-timeout must be between 0 and 3600 seconds";
+
+  probe.host_root = options.host_root;
+  probe.node_name = options.node_name;
+  probe.fabric_provider = options.fabric_provider;
+  probe.measure_bandwidth = options.bandwidth;
+  probe.check_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(options.check_timeout_seconds * 1000));
+  probe.policy = LoadPolicy(options.policy);
+  try {
+    const auto resolved = probes::ResolveInstanceType(
+        options.instance_type, options.instance_type_file, probes::HostFiles(options.host_root));
+    probe.instance_type = resolved.name;
+    probe.instance_type_source = resolved.source;
+  } catch (const std::runtime_error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
   probe->add_flag("--once", options.once,
                   "run the checks once and print the report (with --publish: publish once)");
   probe->add_option("-o,--output", options.format, "text or json")
@@ -60,45 +93,15 @@ CLI::App* AddProbeCommand(CLI::App& app, ProbeCommandOptions& options) {
       ->add_option("--log-format", options.log_format,
                    std::string("with --publish: ") + kLogFormatHelp)
       ->check(CLI::IsMember({"auto", "json", "text"}));
-  return probe;
 }
 
-std::optional<std::string> BuildProbeOptions(const ProbeCommandOptions& options,
-                                             const PolicyOptions& policy_options,
-                                             probes::ProbeOptions& probe) {
-  std::error_code error;
-  if (!std::filesystem::is_directory(options.host_root, error))
-    return "--host-root " + options.host_root + " is not a directory";
-  for (const std::string& id : options.checks)
-    if (!IsNodeCheck(id)) return "--check " + id + ": no such node check";
-  if (!(options.check_timeout_seconds > 0 && options.check_timeout_seconds <= 3600))
-    return "--check-timeout must be between 0 and 3600 seconds";
-
-  probe.host_root = options.host_root;
-  probe.node_name = options.node_name;
-  probe.fabric_provider = options.fabric_provider;
-  probe.measure_bandwidth = options.bandwidth;
-  probe.check_timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(options.check_timeout_seconds * 1000));
-  probe.policy = LoadPolicy(policy_options);
-  try {
-    const auto resolved = probes::ResolveInstanceType(
-        options.instance_type, options.instance_type_file, probes::HostFiles(options.host_root));
-    probe.instance_type = resolved.name;
-    probe.instance_type_source = resolved.source;
-  } catch (const std::runtime_error& e) {
-    return std::string(e.what());
-  }
-  return std::nullopt;
-}
-
-int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
-  if (options.publish) return RunProbePublish(options, policy_options);
+int RunProbe(const ProbeCommandOptions& options) {
+  if (options.publish) return RunProbePublish(options);
   if (!options.once)
     return UsageError(
         "pass --once (run the checks once and print the report) or --publish (DaemonSet mode)");
   probes::ProbeOptions probe;
-  if (auto problem = BuildProbeOptions(options, policy_options, probe)) return UsageError(*problem);
+  if (auto problem = BuildProbeOptions(options, probe)) return UsageError(*problem);
 
   auto context = std::make_shared<probes::ProbeContext>(
       std::move(probe), std::make_shared<probes::RealFactSources>());
@@ -117,6 +120,16 @@ int RunProbe(const ProbeCommandOptions& options, const PolicyOptions& policy_opt
     std::_Exit(code);
   }
   return code;
+}
+
+}  // namespace
+
+Command AddProbeCommand(CLI::App& app) {
+  auto options = std::make_shared<ProbeCommandOptions>();
+  CLI::App* command = app.add_subcommand("probe", "run the node checks (exit 1 on a Fail)");
+  AddProbeFlags(command, *options);
+  AddPolicyFlags(*command, options->policy);
+  return {command, [options] { return RunProbe(*options); }};
 }
 
 }  // namespace ncclguard::cli

@@ -1,20 +1,14 @@
 // `ncclguard probe --publish`: the DaemonSet's process. Runs the checks and writes the result to
 // the cluster (probes/publisher.h) every --interval and on request, until SIGTERM.
-#include <pthread.h>
-#include <signal.h>
-
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
-#include <thread>
-#include <utility>
+#include <memory>
 
-#include "cli/commands.h"
 #include "cli/duration.h"
-#include "cli/probe_setup.h"
+#include "cli/probe_command.h"
+#include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "log/log.h"
@@ -29,47 +23,9 @@ int PublishUsageError(const std::string& message) {
   return probes::kProbeExitError;
 }
 
-// Takes SIGTERM/SIGINT synchronously on its own thread and turns them into a stop request, so
-// that sleeps and retries end at once. Other threads inherit the blocked mask.
-class SignalStopper {
- public:
-  explicit SignalStopper(kube::StopToken stop) : stop_(std::move(stop)) {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::thread([this] { Wait(); });
-  }
-  ~SignalStopper() {
-    done_ = true;
-    thread_.join();
-  }
-  SignalStopper(const SignalStopper&) = delete;
-  SignalStopper& operator=(const SignalStopper&) = delete;
-
- private:
-  void Wait() {
-    const timespec tick{0, 200'000'000};
-    while (!done_) {
-      const int received = sigtimedwait(&signals_, nullptr, &tick);
-      if (received == SIGTERM || received == SIGINT) {
-        log::Info(std::string("received ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
-                  "; stopping");
-        stop_.Stop();
-        return;
-      }
-    }
-  }
-
-  kube::StopToken stop_;
-  sigset_t signals_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
-
 }  // namespace
 
-int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& policy_options) {
+int RunProbePublish(const ProbeCommandOptions& options) {
   std::string node_name = options.node_name;
   if (node_name.empty())
     if (const char* from_env = std::getenv("NODE_NAME")) node_name = from_env;
@@ -94,8 +50,7 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   probes::ProbeOptions probe;
   ProbeCommandOptions named = options;
   named.node_name = node_name;
-  if (auto problem = BuildProbeOptions(named, policy_options, probe))
-    return PublishUsageError(*problem);
+  if (auto problem = BuildProbeOptions(named, probe)) return PublishUsageError(*problem);
 
   std::shared_ptr<kube::Client> client;
   try {
@@ -123,7 +78,9 @@ int RunProbePublish(const ProbeCommandOptions& options, const PolicyOptions& pol
   kube::StopToken stop;
   int code = 0;
   {
-    SignalStopper stopper(stop);
+    // Before the publisher's threads start.
+    TerminationSignals signals;
+    signals.StopOnSignal(stop, "stopping");
     probes::NodePublisher publisher(client, run_checks, publisher_options);
     log::Info("probe publisher started", {{"node", node_name},
                                           {"server", client->config().server},

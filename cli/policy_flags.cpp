@@ -1,8 +1,17 @@
-#include "cli/commands.h"
+#include "cli/policy_flags.h"
+
+#include <CLI/CLI.hpp>
+
 #include "cli/input.h"
 #include "core/errors.h"
 
 namespace ncclguard::cli {
+
+void AddPolicyFlags(CLI::App& command, PolicyOptions& options) {
+  command.add_option("--policy", options.policy_file,
+                     "NcclPolicy YAML file overriding the defaults");
+  command.add_option("--guide-base-url", options.guide_base_url, "base URL of the debugging guide");
+}
 
 core::Policy LoadPolicy(const PolicyOptions& options) {
   core::Policy policy = core::Policy::Defaults();

@@ -1,0 +1,43 @@
+// `ncclguard probe`: what its two modes share (probe_command.cpp: --once, and the flags;
+// probe_publish_command.cpp: --publish).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/policy_flags.h"
+#include "probes/context.h"
+
+namespace ncclguard::cli {
+
+struct ProbeCommandOptions {
+  bool once = false;
+  std::string format = "text";
+  std::string host_root = "/";
+  std::optional<std::string> instance_type;
+  std::optional<std::string> instance_type_file;
+  std::string node_name;
+  bool bandwidth = false;
+  std::vector<std::string> checks;  // empty: all
+  double check_timeout_seconds = 10;
+  std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
+  // --publish (DaemonSet mode): write the report to the cluster every interval and on request.
+  bool publish = false;
+  std::string interval = "5m";
+  std::string request_poll = "5s";
+  std::string kubeconfig;
+  std::string log_level = "info";
+  std::string log_format = "auto";
+  PolicyOptions policy;
+};
+
+// Checks the probe flags and fills `probe` from them (host root, checks, timeout, policy,
+// instance type); returns the problem, for a usage error, when they do not make sense.
+std::optional<std::string> BuildProbeOptions(const ProbeCommandOptions& options,
+                                             probes::ProbeOptions& probe);
+
+// `ncclguard probe --publish`: until SIGTERM (exit 0), or once with --once (exit as --once).
+int RunProbePublish(const ProbeCommandOptions& options);
+
+}  // namespace ncclguard::cli

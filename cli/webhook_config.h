@@ -1,0 +1,18 @@
+// The webhook server settings both `ncclguard webhook` and `ncclguard controller` use.
+#pragma once
+
+#include <string>
+
+#include "cli/policy_flags.h"
+#include "webhook/server.h"
+
+namespace ncclguard::cli {
+
+// The listen address, certificate files, the policy (re-read when its file changes) and
+// $POD_NAMESPACE exempt beside kube-system.
+webhook::ServerConfig WebhookServerConfig(const std::string& listen,
+                                          const std::string& tls_cert_file,
+                                          const std::string& tls_key_file,
+                                          const PolicyOptions& policy);
+
+}  // namespace ncclguard::cli
