@@ -5,10 +5,13 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/exit_code.h"
@@ -21,6 +24,7 @@
 #include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 #include "log/log.h"
+#include "manager/controller_module.h"
 #include "manager/manager.h"
 #include "manager/webhook_cert_manager.h"
 #include "webhook/server.h"
@@ -54,7 +58,10 @@ struct ControllerOptions {
   int webhook_drain_timeout_ms = 20000;
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
-  bool kueue_admission_check = false;
+  // The optional controllers' flags (ControllerModule::flag), each set or not.
+  std::map<std::string, bool> optional_controllers;
+  // Print the RBAC these flags need and exit (scripts/check-chart.sh).
+  bool print_rbac = false;
   PolicyOptions policy;
 };
 
@@ -127,18 +134,25 @@ void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
+  command->add_flag("--print-rbac", options.print_rbac,
+                    "print the RBAC rules these flags need (as JSON) and exit, reading no files "
+                    "and contacting nothing");
 }
 
-// The optional controllers (manager/controller_module.h, ControllerModule::flag): their flags
-// and the names they enable. Kueue's AdmissionCheck (manager/kueue_controller.cpp) is the one.
+// One flag per optional controller (manager/controller_module.h, ControllerModule::flag), so that
+// a new controller gets its flag from its declaration alone.
 void AddOptionalControllerFlags(CLI::App* command, ControllerOptions& options) {
-  command->add_flag("--kueue-admission-check", options.kueue_admission_check,
-                    "answer Kueue AdmissionChecks whose controllerName is ncclguard.io/preflight "
-                    "(needs RBAC on Kueue's workloads, admissionchecks and resourceflavors)");
+  for (const manager::ControllerModule* module : manager::ControllerModules()) {
+    if (module->flag.empty()) continue;
+    command->add_flag("--" + module->flag, options.optional_controllers[module->flag],
+                      module->summary);
+  }
 }
 std::set<std::string> EnabledOptionalControllers(const ControllerOptions& options) {
   std::set<std::string> enabled;
-  if (options.kueue_admission_check) enabled.insert("kueue-admission-check");
+  for (const auto& [flag, set] : options.optional_controllers) {
+    if (set) enabled.insert(flag);
+  }
   return enabled;
 }
 
@@ -170,10 +184,10 @@ std::string Environment(const char* name) {
 }
 
 // The manager's settings from the flags and the pod's environment: the Lease's namespace
-// ($POD_NAMESPACE) and the holder's identity ($POD_NAME).
+// ($POD_NAMESPACE) and the holder's identity ($POD_NAME). Neither the policy nor the owner: those
+// are read from a file and the API server.
 manager::ManagerOptions ManagerOptionsFrom(const ControllerOptions& options) {
   manager::ManagerOptions manager_options;
-  manager_options.base_policy = LoadPolicy(options.policy);
   manager_options.workers = options.workers;
   manager_options.leader_elect = options.leader_elect;
   manager_options.lease_name = options.lease_name;
@@ -197,13 +211,18 @@ kube::ClientConfig KubeClientConfig(const ControllerOptions& options) {
   return kube::LoadClientConfig(options.kubeconfig, kubeconfig_options);
 }
 
-// The owner of the Lease and the certificate Secret this process creates (so they are deleted
-// with it): --owner-service-account, else $POD_SERVICE_ACCOUNT, else none.
+// The ServiceAccount that owns the Lease and the certificate Secret this process creates (so
+// they are deleted with it): --owner-service-account, else $POD_SERVICE_ACCOUNT; empty: none.
+std::string OwnerServiceAccount(const ControllerOptions& options) {
+  if (!options.owner_service_account.empty()) return options.owner_service_account;
+  return Environment("POD_SERVICE_ACCOUNT");
+}
+
+// The owner as a reference, its uid read from the API server.
 std::optional<kube::OwnerReference> LeaseOwner(const ControllerOptions& options,
                                                const kube::ClientConfig& config,
                                                const std::string& lease_namespace) {
-  std::string account = options.owner_service_account;
-  if (account.empty()) account = Environment("POD_SERVICE_ACCOUNT");
+  const std::string account = OwnerServiceAccount(options);
   if (account.empty()) return std::nullopt;
   kube::Client client(config);
   return kube::ServiceAccountOwner(client, lease_namespace, account);
@@ -227,11 +246,9 @@ webhook::ServerConfig WebhookConfig(const ControllerOptions& options,
   return config;
 }
 
-// Self-managed certificates (--webhook-cert-secret): the server reloads them when the
-// certificate manager writes them. Throws when the webhook cannot start.
-void StartWebhookWithOwnCertificates(const ControllerOptions& options,
-                                     const manager::ManagerOptions& manager_options,
-                                     const kube::ClientConfig& config, InProcessWebhook& webhook) {
+// The certificate manager's settings (--webhook-cert-secret and the flags that go with it).
+manager::WebhookCertOptions WebhookCertOptionsFrom(const ControllerOptions& options,
+                                                   const manager::ManagerOptions& manager_options) {
   manager::WebhookCertOptions cert_options;
   cert_options.namespace_ = manager_options.lease_namespace;
   cert_options.secret_name = options.webhook_cert_secret;
@@ -240,6 +257,15 @@ void StartWebhookWithOwnCertificates(const ControllerOptions& options,
   cert_options.configuration_name = options.webhook_configuration;
   cert_options.cert_dir = options.cert_dir;
   cert_options.owner = manager_options.owner;
+  return cert_options;
+}
+
+// Self-managed certificates (--webhook-cert-secret): the server reloads them when the
+// certificate manager writes them. Throws when the webhook cannot start.
+void StartWebhookWithOwnCertificates(const ControllerOptions& options,
+                                     const manager::ManagerOptions& manager_options,
+                                     const kube::ClientConfig& config, InProcessWebhook& webhook) {
+  manager::WebhookCertOptions cert_options = WebhookCertOptionsFrom(options, manager_options);
   cert_options.files_written = [&server = webhook.server] {
     if (server) server->ReloadCertificateNow();
   };
@@ -316,11 +342,27 @@ int ExitCode(const std::optional<manager::RunResult>& result) {
   return 0;
 }
 
+// --print-rbac: the rules a run with these flags needs (manager::RequiredAccess), from the flags
+// and the environment alone: no kubeconfig, no files, no API server. The owner is taken as found.
+int PrintRbac(const ControllerOptions& options, std::ostream& out) {
+  manager::ManagerOptions manager_options = ManagerOptionsFrom(options);
+  if (const std::string account = OwnerServiceAccount(options); !account.empty()) {
+    manager_options.owner = kube::OwnerReference{"v1", "ServiceAccount", account, ""};
+  }
+  std::vector<manager::Access> extra;
+  if (!options.webhook_cert_secret.empty()) {
+    extra = manager::WebhookCertAccess(WebhookCertOptionsFrom(options, manager_options));
+  }
+  out << manager::AccessAsRbac(manager::RequiredAccess(manager_options, extra)).dump(2) << "\n";
+  return kExitClean;
+}
+
 int RunController(const ControllerOptions& options) {
   if (const std::string problem = CertificateFlagsProblem(options); !problem.empty()) {
     std::cerr << "ncclguard controller: " << problem << "\n";
     return kExitInputError;
   }
+  if (options.print_rbac) return PrintRbac(options, std::cout);
   try {
     log::ConfigureFromFlags(options.log_level, options.log_format);
   } catch (const std::invalid_argument& e) {
@@ -328,6 +370,7 @@ int RunController(const ControllerOptions& options) {
     return kExitInputError;
   }
   manager::ManagerOptions manager_options = ManagerOptionsFrom(options);
+  manager_options.base_policy = LoadPolicy(options.policy);
   kube::ClientConfig config;
   try {
     config = KubeClientConfig(options);

@@ -1,12 +1,16 @@
 // `ncclguard controller` refuses unusable configuration with exit 2 and one line saying what is
-// wrong, before it contacts any API server.
+// wrong, before it contacts any API server; --print-rbac prints the rules its flags need.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include "core/json.h"
 #include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
@@ -65,6 +69,71 @@ TEST(CliController, BadSelfManagedCertificateFlagsExitTwo) {
               "--kubeconfig", "/nonexistent/kubeconfig"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--webhook-service must not be empty"), std::string::npos) << r.err;
+}
+
+// Whether any rule in `rules` (a list of PolicyRules) is on `resource` of `group`, and, when
+// `name` is given, limited to that name.
+bool HasRule(const core::Json& rules, const std::string& group, const std::string& resource,
+             const std::string& name = "") {
+  for (const core::Json& rule : rules) {
+    const auto has = [](const core::Json& list, const std::string& value) {
+      return std::find(list.begin(), list.end(), value) != list.end();
+    };
+    if (!has(rule["apiGroups"], group) || !has(rule["resources"], resource)) continue;
+    if (name.empty() || (rule.contains("resourceNames") && has(rule["resourceNames"], name))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool HasRuleInGroup(const core::Json& rbac, const std::string& group) {
+  for (const char* scope : {"clusterRules", "namespaceRules"}) {
+    for (const core::Json& rule : rbac[scope]) {
+      const core::Json& groups = rule["apiGroups"];
+      if (std::find(groups.begin(), groups.end(), group) != groups.end()) return true;
+    }
+  }
+  return false;
+}
+
+core::Json PrintedRbac(std::vector<std::string> flags) {
+  std::vector<std::string> args = {"controller", "--print-rbac"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const CommandResult r = RunCli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return core::Json::parse(r.out);
+}
+
+TEST(CliController, PrintRbacFollowsTheFlags) {
+  const core::Json plain = PrintedRbac({});
+  EXPECT_TRUE(HasRule(plain["clusterRules"], "kubeflow.org", "pytorchjobs")) << plain.dump(2);
+  EXPECT_TRUE(HasRule(plain["namespaceRules"], "coordination.k8s.io", "leases")) << plain.dump(2);
+  EXPECT_FALSE(HasRuleInGroup(plain, "kueue.x-k8s.io")) << plain.dump(2);
+  EXPECT_FALSE(HasRule(plain["namespaceRules"], "", "secrets")) << plain.dump(2);
+
+  const core::Json kueue = PrintedRbac({"--kueue-admission-check"});
+  EXPECT_TRUE(HasRule(kueue["clusterRules"], "kueue.x-k8s.io", "workloads")) << kueue.dump(2);
+  EXPECT_FALSE(HasRuleInGroup(PrintedRbac({"--kueue-admission-check=false"}), "kueue.x-k8s.io"));
+
+  const core::Json certs = PrintedRbac({"--webhook-cert-secret=s"});
+  EXPECT_TRUE(HasRule(certs["namespaceRules"], "", "secrets", "s")) << certs.dump(2);
+
+  const core::Json alone = PrintedRbac({"--leader-elect=false"});
+  EXPECT_FALSE(HasRule(alone["namespaceRules"], "coordination.k8s.io", "leases")) << alone.dump(2);
+
+  const core::Json owned = PrintedRbac({"--owner-service-account=ncclguard"});
+  EXPECT_TRUE(HasRule(owned["namespaceRules"], "", "serviceaccounts", "ncclguard"))
+      << owned.dump(2);
+}
+
+// What the chart passes: certificate files that do not exist here, and no cluster to reach.
+TEST(CliController, PrintRbacReadsNoFilesAndContactsNothing) {
+  const CommandResult r =
+      RunCli({"controller", "--print-rbac", "--kubeconfig", "/nonexistent/kubeconfig",
+              "--tls-cert-file=/nonexistent/tls.crt", "--tls-key-file=/nonexistent/tls.key"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(core::Json::parse(r.out).contains("clusterRules")) << r.out;
 }
 
 }  // namespace
