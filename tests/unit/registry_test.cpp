@@ -118,6 +118,13 @@ TEST(Registry, FindsAnEntryById) {
   EXPECT_EQ(Plans::Find("beta"), Plans::All()[1]);
   EXPECT_EQ(Widgets::Find("no-such-widget"), nullptr);
   EXPECT_EQ(Widgets::Find(""), nullptr);
+  EXPECT_EQ(Widgets::Find("d"), nullptr) << "between two ids";
+  EXPECT_EQ(Widgets::Find("zzz"), nullptr) << "after the last id";
+  EXPECT_EQ(Widgets::Find("co"), nullptr) << "a prefix of an id";
+}
+
+TEST(Registry, FindsEveryEntryWhenItsOrderIsNotTheIdOrder) {
+  for (const Widget* w : Widgets::All()) EXPECT_EQ(Widgets::Find(w->Id()), w) << w->Id();
 }
 
 TEST(Registry, RunsTheHookOnceForEachEntryItRegisters) { EXPECT_EQ(widgets_seen_by_hook, 3); }
