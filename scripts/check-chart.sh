@@ -119,10 +119,7 @@ for values in "${values_files[@]}"; do
   helm template "$release" "$chart" --namespace "$ns" "${args[@]}" \
     --show-only templates/controller-deployment.yaml --show-only templates/controller-rbac.yaml >"$work/rbac-$name.yaml"
   k create --dry-run=client -o json -f "$work/rbac-$name.yaml" >"$work/rbac-$name.json"
-  mapfile -t flags < <(python3 -c 'import json,sys
-d=next(i for i in json.load(sys.stdin)["items"] if i["kind"]=="Deployment")["spec"]["template"]["spec"]
-print(d["serviceAccountName"])
-print("\n".join(next(c for c in d["containers"] if c["name"]=="controller")["args"]))' <"$work/rbac-$name.json")
+  mapfile -t flags < <(python3 "$root/scripts/lib/compare-rbac.py" --args "$work/rbac-$name.json")
   if POD_NAMESPACE=$ns POD_SERVICE_ACCOUNT=${flags[0]} "$ncclguard" "${flags[@]:1}" --print-rbac >"$work/declared-$name.json" 2>"$work/declared-$name.log" &&
     python3 "$root/scripts/lib/compare-rbac.py" "$work/rbac-$name.json" "$work/declared-$name.json" >"$work/compare-$name.log"; then
     pass "$name: $(tail -1 "$work/compare-$name.log")"

@@ -2,12 +2,15 @@
 """Compares the RBAC a chart render grants the controller with what the controller declares.
 
 Usage: compare-rbac.py RENDER_JSON DECLARED_JSON
-  RENDER_JSON: a kubectl List (kubectl create --dry-run=client -o json) of the chart's controller
-    Deployment, ClusterRole and Role;
+       compare-rbac.py --args RENDER_JSON
+  RENDER_JSON: the chart's controller Deployment, ClusterRole and Role as JSON objects one after
+    the other (kubectl create --dry-run=client -o json), or a List of them;
   DECLARED_JSON: `ncclguard controller <the Deployment's args> --print-rbac`.
 Every (scope, apiGroup, resource, verb, resourceName) the controller declares must be granted by
 the ClusterRole (cluster) or the Role (its own namespace) named as its ServiceAccount, and those
 grant nothing it does not declare. Prints what is missing or extra; exit 1 if anything is.
+With --args: prints the Deployment's ServiceAccount, then its controller container's args, one a
+line.
 """
 import json
 import sys
@@ -25,9 +28,30 @@ def grants(rules, scope):
     return out
 
 
+def objects(path):
+    """The objects in a file of JSON objects one after the other, or of one List."""
+    with open(path) as f:
+        text = f.read()
+    decoder = json.JSONDecoder()
+    found, at = [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            break
+        value, at = decoder.raw_decode(text, at)
+        found.extend(value["items"] if value.get("kind") == "List" else [value])
+    return found
+
+
 def main():
-    with open(sys.argv[1]) as f:
-        items = json.load(f)["items"]
+    if sys.argv[1] == "--args":
+        items = objects(sys.argv[2])
+        pod = next(i for i in items if i["kind"] == "Deployment")["spec"]["template"]["spec"]
+        print(pod["serviceAccountName"])
+        print("\n".join(next(c for c in pod["containers"] if c["name"] == "controller")["args"]))
+        return 0
+    items = objects(sys.argv[1])
     with open(sys.argv[2]) as f:
         declared = json.load(f)
     deployment = next(i for i in items if i["kind"] == "Deployment")
