@@ -118,7 +118,15 @@ for values in "${values_files[@]}"; do
   [[ -z $values ]] || args=(-f "$values")
   helm template "$release" "$chart" --namespace "$ns" "${args[@]}" \
     --show-only templates/controller-deployment.yaml --show-only templates/controller-rbac.yaml >"$work/rbac-$name.yaml"
-  k create --dry-run=client -o json -f "$work/rbac-$name.yaml" >"$work/rbac-$name.json"
+  # kubectl prints each object it would create as a JSON document of its own: gathered into the
+  # List that the next step and compare-rbac.py read.
+  k create --dry-run=client -o json -f "$work/rbac-$name.yaml" | python3 -c 'import json,sys
+text, decoder, items, at = sys.stdin.read(), json.JSONDecoder(), [], 0
+while text[at:].strip():
+    at += len(text[at:]) - len(text[at:].lstrip())
+    item, at = decoder.raw_decode(text, at)
+    items.extend(item["items"] if item.get("kind") == "List" else [item])
+json.dump({"kind": "List", "items": items}, sys.stdout)' >"$work/rbac-$name.json"
   mapfile -t flags < <(python3 -c 'import json,sys
 d=next(i for i in json.load(sys.stdin)["items"] if i["kind"]=="Deployment")["spec"]["template"]["spec"]
 print(d["serviceAccountName"])
