@@ -1,6 +1,6 @@
 // `ncclguard controller`: the training-job controller, and the webhook in the same process when
 // TLS files or --webhook-cert-secret are given. Runs until SIGTERM/SIGINT (exit 0) or until the
-// lease is lost (exit 1).
+// lease is lost (exit 1). With --print-rbac it prints the RBAC its other flags need instead.
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
