@@ -33,8 +33,15 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // A process that exits while its cmdline is read fails the read (ESRCH, thrown by
+    // libstdc++'s filebuf): it mentions nothing any more.
+    std::string cmdline;
+    try {
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     if (cmdline.find(needle) != std::string::npos && std::stoi(name) != getpid())
       pids.push_back(std::stoi(name));
   }
