@@ -5,6 +5,8 @@
 
 #include "controllers/labels.h"
 #include "core/pod_spec.h"
+#include "manager/manager.h"
+#include "manager/projections.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -67,10 +69,21 @@ kube::Projection UnionOf(std::vector<kube::Projection> projections) {
   };
 }
 
-std::vector<Reads> AllReads() {
-  // The manager's own: PolicySource follows the NcclPolicy (one small object: kept whole).
-  std::vector<Reads> reads{{watched::NcclPolicies(), nullptr, {}}};
+std::vector<Reads> ManagerReads() {
+  return {
+      // One small object: kept whole.
+      {watched::NcclPolicies(), nullptr, {}},
+      {kube::resources::Nodes(),
+       NodeProjection(),
+       {{kNodesByInstanceType, kube::IndexByLabel(std::string(core::kInstanceTypeLabel))}}},
+      {watched::NodeValidations(), NodeValidationProjection(), {}},
+  };
+}
+
+std::vector<Reads> ReadsOf(const ManagerOptions* options) {
+  std::vector<Reads> reads = ManagerReads();
   for (const ControllerModule* module : ControllerModules()) {
+    if (options != nullptr && !ModuleEnabled(*module, *options)) continue;
     reads.insert(reads.end(), module->reads.begin(), module->reads.end());
   }
   return reads;
@@ -78,14 +91,15 @@ std::vector<Reads> AllReads() {
 
 kube::Projection CachedFields(const kube::ResourceRef& resource) {
   std::vector<kube::Projection> projections;
-  for (const Reads& read : AllReads()) {
+  for (const Reads& read : ReadsOf(nullptr)) {
     if (Key(read.resource) == Key(resource)) projections.push_back(read.fields);
   }
   if (projections.empty()) throw std::out_of_range("no controller reads " + resource.resource);
   return UnionOf(std::move(projections));
 }
 
-Caches::Caches(std::shared_ptr<kube::Client> client) : Caches(std::move(client), AllReads()) {}
+Caches::Caches(std::shared_ptr<kube::Client> client)
+    : Caches(std::move(client), ReadsOf(nullptr)) {}
 
 Caches::Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> reads) {
   struct Merged {

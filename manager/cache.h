@@ -31,7 +31,7 @@ kube::ResourceRef ForKind(core::WorkloadKind kind);
 class Caches {
  public:
   Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> reads);
-  // Every registered controller's reads (for tests).
+  // ReadsOf every registered controller (for tests).
   explicit Caches(std::shared_ptr<kube::Client> client);
 
   // The informer of a resource some controller reads; throws std::out_of_range otherwise.
@@ -55,8 +55,11 @@ class Caches {
   std::map<std::string, std::unique_ptr<kube::Informer>> informers_;
 };
 
-// The reads of every registered controller and the manager's own.
-std::vector<Reads> AllReads();
+// What the manager itself reads, for every controller: the NcclPolicy (PolicySource) and what
+// CacheView answers the gate's questions from (Nodes by instance type, NodeValidations).
+std::vector<Reads> ManagerReads();
+// The manager's reads and those of the controllers `options` enable (null: every registered one).
+std::vector<Reads> ReadsOf(const ManagerOptions* options);
 // What the caches keep of `resource` when every controller reading it runs: the union of their
 // fields (null: whole objects). Throws std::out_of_range when no controller reads it.
 kube::Projection CachedFields(const kube::ResourceRef& resource);

@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "manager/cache.h"
 #include "manager/manager.h"
 
 namespace ncclguard::manager {
@@ -42,6 +43,10 @@ bool ModuleEnabled(const ControllerModule& module, const ManagerOptions& options
 std::vector<Access> RequiredAccess(const ManagerOptions& options,
                                    const std::vector<Access>& extra) {
   std::vector<Access> wanted = ManagerAccess(options);
+  for (const Reads& reads : ManagerReads()) {
+    wanted.push_back(Access(reads.resource.group, {reads.resource.resource}, {"list", "watch"},
+                            "the manager's caches"));
+  }
   for (const ControllerModule* module : ControllerModules()) {
     if (!ModuleEnabled(*module, options)) continue;
     // What a controller reads it lists and watches.

@@ -9,11 +9,9 @@
 #include "controllers/kueue_check.h"
 #include "controllers/labels.h"
 #include "core/kueue.h"
-#include "core/pod_spec.h"
 #include "manager/cache.h"
 #include "manager/controller_module.h"
 #include "manager/manager.h"
-#include "manager/projections.h"
 #include "manager/wiring.h"
 
 namespace ncclguard::manager {
@@ -146,12 +144,8 @@ ControllerModule DeclareKueuePreflight() {
        {WorkloadResource(), AdmissionCheckResource(), FlavorResource()}) {
     module.reads.push_back({resource, nullptr, {}});
   }
-  // The gate's questions, asked of the same caches as the training-job controller's.
-  module.reads.push_back(
-      {kube::resources::Nodes(),
-       NodeProjection(),
-       {{kNodesByInstanceType, kube::IndexByLabel(std::string(core::kInstanceTypeLabel))}}});
-  module.reads.push_back({watched::NodeValidations(), NodeValidationProjection(), {}});
+  // The gate's questions go to the Nodes and NodeValidations the manager reads for every
+  // controller (ManagerReads); a changed policy requeues every Workload.
   module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
   module.access.push_back(Access(
       std::string(core::kKueueGroup), {"workloads/status", "admissionchecks/status"}, {"patch"},

@@ -36,17 +36,6 @@ void RunAll(const std::vector<Runnable*>& runnables, const kube::StopToken& stop
 
 }  // namespace
 
-// What the manager reads with these options: the NcclPolicy (PolicySource) and what the enabled
-// controllers read.
-std::vector<Reads> EnabledReads(const ManagerOptions& options) {
-  std::vector<Reads> reads{{watched::NcclPolicies(), nullptr, {}}};
-  for (const ControllerModule* module : ControllerModules()) {
-    if (!ModuleEnabled(*module, options)) continue;
-    reads.insert(reads.end(), module->reads.begin(), module->reads.end());
-  }
-  return reads;
-}
-
 class Manager::Impl final : public ModuleContext {
  public:
   Impl(kube::ClientConfig config, ManagerOptions options, std::atomic<bool>& leading)
@@ -54,7 +43,7 @@ class Manager::Impl final : public ModuleContext {
         options_(std::move(options)),
         leading_flag_(leading),
         client_(std::make_shared<kube::Client>(config_, options_.client)),
-        caches_(client_, EnabledReads(options_)),
+        caches_(client_, ReadsOf(&options_)),
         recorder_(std::make_shared<kube::EventRecorder>(
             client_, std::string(core::kReportingController),
             options_.identity.empty() ? DefaultIdentity() : options_.identity)),

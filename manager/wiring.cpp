@@ -5,7 +5,6 @@
 #include "core/contract.h"
 #include "core/gate.h"
 #include "core/kinds.h"
-#include "core/pod_spec.h"
 #include "log/log.h"
 #include "manager/controller_module.h"
 #include "manager/manager.h"
@@ -243,11 +242,6 @@ ControllerModule DeclareTrainingJobs() {
   module.reads.push_back(
       {kube::resources::Pods(), PodProjection(), {{kPodsByJobIndex, PodsByJob()}}});
   module.reads.push_back({kube::resources::Services(), ServiceProjection(), {}});
-  module.reads.push_back(
-      {kube::resources::Nodes(),
-       NodeProjection(),
-       {{kNodesByInstanceType, kube::IndexByLabel(std::string(core::kInstanceTypeLabel))}}});
-  module.reads.push_back({watched::NodeValidations(), NodeValidationProjection(), {}});
   module.reads.push_back({kube::resources::Namespaces(), NamespaceProjection(), {}});
   module.reads.push_back(
       {kube::resources::Events(), EventProjection(), {{kEventsByRegarding, EventsByRegarding()}}});
