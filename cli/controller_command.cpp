@@ -385,6 +385,14 @@ int RunController(const ControllerOptions& options) {
   // Before the webhook's threads start, so that they inherit the blocked signals.
   TerminationSignals signals;
   if (!StartWebhook(options, manager_options, config, webhook)) return kExitInputError;
+  if (webhook.server) {
+    // The webhook answers with the policy the controllers use: the NcclPolicy "default" and the
+    // catalog learned from the nodes. The server outlives the manager that calls this.
+    manager_options.policy_changed =
+        [server = webhook.server.get()](std::shared_ptr<const core::Policy> policy) {
+          server->UsePolicy(std::move(policy));
+        };
+  }
   const kube::StopToken stop;
   signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {
     // The webhook's shutdown delay runs while the manager stops and releases the lease.

@@ -7,6 +7,7 @@
 #include "controllers/labels.h"
 #include "core/catalog.h"
 #include "core/guide.h"
+#include "core/hyperpod.h"
 #include "core/pod_spec.h"
 #include "core/workload.h"
 
@@ -124,6 +125,13 @@ NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
       ++supply.cordoned;
       continue;
     }
+    if (const auto why = core::HyperPodUnhealthy(node, policy.gate.hyperpod)) {
+      if (supply.hyperpod_unhealthy++ == 0) {
+        supply.unhealthy_node = name;
+        supply.unhealthy_why = *why;
+      }
+      continue;
+    }
     ++supply.counted;
   }
   return supply;
@@ -155,6 +163,13 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
       if (link.empty() && !s.failed_check.empty()) {
         link = core::GuideLink(policy.guide_base_url, SlugOf(s.failed_check));
       }
+    }
+    if (!s.unhealthy_node.empty()) {
+      held += "; node " + s.unhealthy_node + " passed validation but " + s.unhealthy_why;
+      if (s.hyperpod_unhealthy > 1) {
+        held += " (" + std::to_string(s.hyperpod_unhealthy - 1) + " more HyperPod marks unhealthy)";
+      }
+      if (link.empty()) link = core::GuideLink(policy.guide_base_url, "sagemaker-hyperpod");
     }
     std::vector<std::string> others;
     if (s.failed > 1) others.push_back(std::to_string(s.failed - 1) + " more failed validation");

@@ -37,6 +37,11 @@ struct NodeSupply {
   std::int64_t unprobed =
       0;  // nodes without a NodeValidation verdict (and the policy not counting them)
   std::int64_t failed = 0;  // NodeValidation summary Fail
+  // Otherwise counting nodes that SageMaker HyperPod marks unhealthy (core/hyperpod.h); the
+  // first by name and why.
+  std::int64_t hyperpod_unhealthy = 0;
+  std::string unhealthy_node;
+  std::string unhealthy_why;
   // The first failed node (by name) and the check that failed it, for the message.
   std::string failed_node;
   std::string failed_check;  // a node check id, "" when none is named

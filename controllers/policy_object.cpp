@@ -19,11 +19,20 @@ core::Policy PolicyFromObject(const core::Json& object) {
   for (const char* key : {"apiVersion", "kind", "spec"}) {
     if (object.contains(key)) user_part[key] = object[key];
   }
+  core::Policy policy;
   try {
-    return core::ParsePolicy(user_part.dump());
+    policy = core::ParsePolicy(user_part.dump());
   } catch (const core::PolicyError& e) {
     throw core::PolicyError(name + ": " + e.what());
   }
+  // What the controller learned from the nodes (status.observedInstanceTypes). The status is the
+  // controller's to write, and it writes it again from the nodes: an unreadable one is not the
+  // policy author's error and leaves only the built-in catalog and the policy's entries.
+  try {
+    policy.Learn(core::ParseObservedCatalog(object));
+  } catch (const core::PolicyError&) {
+  }
+  return policy;
 }
 
 std::optional<core::Json> PolicyStatusPatch(const core::Json& object,

@@ -1,7 +1,9 @@
 #include "controllers/policy_reconciler.h"
 
+#include "controllers/observed_catalog.h"
 #include "controllers/policy_object.h"
 #include "core/contract.h"
+#include "core/errors.h"
 
 namespace ncclguard::controllers {
 
@@ -11,12 +13,22 @@ std::optional<PolicyKey> PolicyKey::Parse(std::string_view text) {
 }
 
 ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<core::Json>& object,
-                                    Timestamp now) {
+                                    const std::vector<core::Json>& nodes, Timestamp now) {
   ReconcileResult result;
   if (key.name != kPolicyObjectName || !object) return result;
   // What PolicyHolder::Update says about the same object: the policy in force follows it.
   const std::optional<std::string> error = PolicyHolder().Update(*object);
   std::optional<core::Json> patch = PolicyStatusPatch(*object, error, now);
+  std::vector<core::ObservedInstanceType> published;
+  try {
+    published = core::ParseObservedCatalog(*object);
+  } catch (const core::PolicyError&) {
+    // Unreadable (edited by hand): written again from the nodes.
+  }
+  if (auto observed = ObservedCatalogUpdate(ObserveInstanceTypes(nodes), published, now)) {
+    if (!patch) patch = core::Json{{"status", core::Json::object()}};
+    (*patch)["status"]["observedInstanceTypes"] = core::ObservedCatalogJson(*observed);
+  }
   if (!patch) return result;
   ObjectRef target{.api_version = std::string(core::kApiVersion),
                    .kind = "NcclPolicy",

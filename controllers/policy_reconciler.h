@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "controllers/actions.h"
 #include "controllers/timestamps.h"
@@ -23,7 +24,10 @@ struct PolicyKey {
 // and the webhook use it (condition Accepted, observedGeneration; PolicyStatusPatch). `object` is
 // the cached NcclPolicy (nullopt: deleted, nothing to write). Any other name: no actions (only
 // "default" is read). Level-triggered: once the status says so, no actions.
+//
+// It also publishes the catalog learned from `nodes` (the Node cache) in
+// status.observedInstanceTypes (controllers/observed_catalog.h), rewritten only when it changes.
 ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<core::Json>& object,
-                                    Timestamp now);
+                                    const std::vector<core::Json>& nodes, Timestamp now);
 
 }  // namespace ncclguard::controllers

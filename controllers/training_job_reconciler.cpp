@@ -89,7 +89,10 @@ class JobReconcile {
     const auto gate = Annotation(job_, core::kGateAnnotation);
     const bool pending = gate == std::string(core::kGatePending);
     const bool managed = Managed();
-    if (!managed && !pending) return {};
+    // Pods the webhook gated while the job is not held (recreated after the release, or a job
+    // Kueue queues, or one created before the gate) are let go at once.
+    if (!pending) UngatePods();
+    if (!managed && !pending) return Finish();
 
     ReadSpec();
     if (managed) EnsureService();
@@ -187,7 +190,11 @@ class JobReconcile {
     }
     Json patch = Json::object();
     patch["metadata"]["annotations"][std::string(core::kGateAnnotation)] = core::kGateAdmitted;
-    patch[JsonPointer(std::string(info_.suspend_field))] = false;
+    if (core::PodGated(info_)) {
+      UngatePods();  // all of the job's pods at once, before the job says it was released
+    } else {
+      patch[JsonPointer(std::string(info_.suspend_field))] = false;
+    }
     release_ = MergePatch{ref_, false, std::move(patch)};
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
     // A job that was visibly held gets an Event for its release; one released at its first look
@@ -209,6 +216,28 @@ class JobReconcile {
       Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
     }
     return std::nullopt;
+  }
+
+  // Removes the pod-level gate (core/gate.h) from each of the job's pods that has it. The patch
+  // carries the pod's resourceVersion: scheduling gates can only be removed, and a stale list
+  // would put back one another controller lifted meanwhile (a Conflict reads again).
+  void UngatePods() {
+    if (!core::PodGated(info_) || info_.pod_job_label.empty()) return;
+    for (const Json& pod : view_.PodsWithLabel(key_.namespace_, info_.pod_job_label, key_.name)) {
+      if (!core::HasSchedulingGate(pod, core::kSchedulingGate)) continue;
+      Json patch{{"spec",
+                  {{"schedulingGates", core::SchedulingGatesWithout(pod, core::kSchedulingGate)}}}};
+      if (!Meta(pod, "resourceVersion").empty()) {
+        patch["metadata"]["resourceVersion"] = Meta(pod, "resourceVersion");
+      }
+      pod_releases_.push_back(MergePatch{ObjectRef{.api_version = "v1",
+                                                   .kind = "Pod",
+                                                   .namespace_ = key_.namespace_,
+                                                   .name = Meta(pod, "name"),
+                                                   .uid = Meta(pod, "uid"),
+                                                   .resource = "pods"},
+                                         false, std::move(patch)});
+    }
   }
 
   // Requeue a held job after as long as it has been held (so the checks back off
@@ -373,6 +402,9 @@ class JobReconcile {
     // answer was lost would never be followed by its Admitted Event. An Event that fails does not
     // stop the release (the executor sends it again before the next reconcile).
     for (RecordEvent& e : events_) result_.actions.push_back(std::move(e));
+    // The pods first: a job marked admitted whose pod patch failed still has its pods let go
+    // (Run ungates the pods of a job that is not pending).
+    for (MergePatch& p : pod_releases_) result_.actions.push_back(std::move(p));
     if (release_) result_.actions.push_back(std::move(*release_));
     return std::move(result_);
   }
@@ -393,6 +425,7 @@ class JobReconcile {
 
   std::vector<Action> service_actions_;
   std::optional<MergePatch> release_;
+  std::vector<MergePatch> pod_releases_;
   std::vector<RecordEvent> events_;
   bool status_changed_ = false;
   ReconcileResult result_;

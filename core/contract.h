@@ -24,6 +24,9 @@ inline constexpr std::string_view kManagedJobLabel = "ncclguard.io/managed";
 inline constexpr std::string_view kGateAnnotation = "ncclguard.io/gate";
 inline constexpr std::string_view kGatePending = "pending";
 inline constexpr std::string_view kGateAdmitted = "admitted";
+// The pod scheduling gate that holds the pods of a job kind without a suspend field
+// (HyperPodPyTorchJob) while its gate is pending (core/gate.h).
+inline constexpr std::string_view kSchedulingGate = "ncclguard.io/validated-nodes";
 // On a node: "true" when its NodeValidation passed (Pass or Warn), "false" on any Fail.
 inline constexpr std::string_view kValidatedNodeLabel = "ncclguard.io/validated";
 // On a NodeValidation, any value: the probe runs again and removes it.
@@ -39,10 +42,11 @@ inline constexpr std::string_view kReportingController = "ncclguard.io/controlle
 inline constexpr std::string_view kPreflightCheckController = "ncclguard.io/preflight";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 11> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 12> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
+                                                                 kSchedulingGate,
                                                                  kValidatedNodeLabel,
                                                                  kProbeRequestedAnnotation,
                                                                  kMasterAddrAnnotation,

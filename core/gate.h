@@ -3,6 +3,7 @@
 // releases.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "core/contract.h"
@@ -24,6 +25,23 @@ JsonPointer SuspendPointer(WorkloadKind kind);
 // RFC 6902 operations that suspend `job` and annotate it ncclguard.io/gate=pending. Parent
 // objects that do not exist yet are added whole; an existing suspend value is replaced (the gate
 // decides when the job starts). Throws InputError when metadata/spec are not objects.
+// A kind that cannot be suspended (PodGated) gets only the annotation: its pods are held.
 Json GateMarkPatch(const Json& job, WorkloadKind kind);
+
+// The pod-level gate, for job kinds without a suspend field (KindInfo::PodGated): the webhook
+// adds the scheduling gate kSchedulingGate to their pods on CREATE (the pod stays
+// SchedulingGated), the controller removes it from all of the job's pods once the job's gate
+// admits it, as it would unsuspend a job.
+//
+// Whether the pod's spec.schedulingGates names `name`.
+bool HasSchedulingGate(const Json& pod, std::string_view name);
+// The pod-gated job kind whose pod label the pod carries, or nullopt.
+std::optional<WorkloadKind> PodGatedJobOf(const Json& pod);
+// Whether Kueue holds the pod itself: its queue-name or managed label, or its admission gate.
+bool ManagedByKueue(const Json& pod);
+// RFC 6902 operations that add kSchedulingGate to the pod. Throws InputError without a spec.
+Json PodSchedulingGatePatch(const Json& pod);
+// The pod's scheduling gates without `name` (what a patch that removes it writes).
+Json SchedulingGatesWithout(const Json& pod, std::string_view name);
 
 }  // namespace ncclguard::core

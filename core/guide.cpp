@@ -6,7 +6,7 @@
 namespace ncclguard::core {
 namespace {
 
-constexpr std::array<GuideSection, 21> kSections{{
+constexpr std::array<GuideSection, 22> kSections{{
     {1, "nccl-timeout", "NCCL timeout / rendezvous hang"},
     {2, "security-group", "Security-group self-reference rules"},
     {3, "socket-ifname", "NCCL_SOCKET_IFNAME interface selection"},
@@ -28,6 +28,7 @@ constexpr std::array<GuideSection, 21> kSections{{
     {19, "advanced-tuning", "NVLS, PXN, CollNet, mixed instance families"},
     {20, "pod-lifecycle", "Pending, CrashLoopBackOff, init containers"},
     {21, "gpu-row-remap", "GPU row remap, DCGM health"},
+    {22, "sagemaker-hyperpod", "On SageMaker HyperPod"},
 }};
 
 }  // namespace

@@ -12,8 +12,10 @@ namespace {
 //   Kubeflow training-operator and mpi-operator: training.kubeflow.org/job-name
 //   JobSet: jobset.sigs.k8s.io/jobset-name
 //   batch/v1 Job controller (Kubernetes >= 1.27): batch.kubernetes.io/job-name
+//   SageMaker HyperPod training operator: HPJob (the label the HyperPod CLI and SDK select the
+//   job's pods by: aws/sagemaker-hyperpod-cli, hyperpod_pytorch_job.py list_pods)
 // Pod comes first: ManagedKinds() is the rest of the table.
-constexpr std::array<KindInfo, 5> kKinds{{
+constexpr std::array<KindInfo, 6> kKinds{{
     {
         .kind = WorkloadKind::Pod,
         .api_version = "v1",
@@ -86,6 +88,23 @@ constexpr std::array<KindInfo, 5> kKinds{{
         .rank_zero = {.index = "-0"},  // an Indexed Job's pod hostname
         .ncclguard_makes_service = true,
     },
+    {
+        // SageMaker HyperPod's training operator (closed source; the schema of AWS's SDK models,
+        // aws/sagemaker-hyperpod-cli). Its agent in each pod (hyperpodrun) gets the rank-0 address
+        // and the rank table from the operator: no Service, no MASTER_ADDR, no rank-0 hostname.
+        // The gate holds its pods, not the job: what the operator does with runPolicy.suspend
+        // cannot be tested outside AWS (docs/operator.md, "On SageMaker HyperPod").
+        .kind = WorkloadKind::HyperPodPyTorchJob,
+        .api_version = "sagemaker.amazonaws.com/v1",
+        .kind_name = "HyperPodPyTorchJob",
+        .resource = "hyperpodpytorchjobs",
+        .layout = TemplateLayout::ReplicaSpecList,
+        .templates = "/spec/replicaSpecs",
+        .ranks_per_pod = "/spec/nprocPerNode",
+        .job = true,
+        .condition_style = ConditionStyle::Meta,
+        .pod_job_label = "HPJob",
+    },
 }};
 
 std::string_view Group(std::string_view api_version) {
@@ -128,6 +147,8 @@ std::optional<WorkloadKind> ManagedKindOf(const Json& object) {
   if (!found || !KindInfoOf(*found).job) return std::nullopt;
   return found;
 }
+
+bool PodGated(const KindInfo& info) { return info.job && info.suspend_field.empty(); }
 
 bool RunsRanks(const KindInfo& info, std::string_view role) {
   return role.empty() || std::find(info.rankless_roles.begin(), info.rankless_roles.end(), role) ==

@@ -15,14 +15,15 @@
 
 namespace ncclguard::core {
 
-enum class WorkloadKind { Pod, BatchJob, PyTorchJob, MpiJob, JobSet };
+enum class WorkloadKind { Pod, BatchJob, PyTorchJob, MpiJob, JobSet, HyperPodPyTorchJob };
 
 // Where a kind keeps its pod templates (KindInfo::templates points at them).
 enum class TemplateLayout {
-  PodSpec,         // Pod: the object's spec is the PodSpec; one pod
-  JobTemplate,     // batch/v1 Job: a PodTemplateSpec; pods = parallelism (completions if Indexed)
-  ReplicaSpecs,    // Kubeflow: a map role -> {replicas, template}
-  ReplicatedJobs,  // JobSet: a list of {name, replicas, template: a batch/v1 JobTemplateSpec}
+  PodSpec,          // Pod: the object's spec is the PodSpec; one pod
+  JobTemplate,      // batch/v1 Job: a PodTemplateSpec; pods = parallelism (completions if Indexed)
+  ReplicaSpecs,     // Kubeflow: a map role -> {replicas, template}
+  ReplicatedJobs,   // JobSet: a list of {name, replicas, template: a batch/v1 JobTemplateSpec}
+  ReplicaSpecList,  // HyperPodPyTorchJob: a list of {name, replicas, template: a PodTemplateSpec}
 };
 
 // How a kind's status.conditions entries look: the controller writes its conditions in the shape
@@ -65,7 +66,9 @@ struct KindInfo {
   // When set, a job is managed only when it carries this label valued "true" (opt-in per object:
   // a batch Job is often not a training job).
   std::string_view opt_in_label{};
-  std::string_view suspend_field{};  // JSON Pointer of the suspend flag ("" for Pod)
+  // JSON Pointer of the suspend flag. "" for Pod, and for a job kind that cannot be suspended:
+  // the gate holds such a job's pods instead, with a scheduling gate (PodGated).
+  std::string_view suspend_field{};
   ConditionStyle condition_style = ConditionStyle::None;
   // The label the kind's operator puts on the job's pods, valued with the job's name.
   std::string_view pod_job_label{};
@@ -93,6 +96,10 @@ std::span<const KindInfo> ManagedKinds();
 std::optional<WorkloadKind> KindOf(std::string_view api_version, std::string_view kind);
 // The job kind of an object (its apiVersion and kind), or nullopt for a Pod or anything else.
 std::optional<WorkloadKind> ManagedKindOf(const Json& object);
+
+// Whether the gate holds a job of this kind by its pods' scheduling gate (core/contract.h
+// kSchedulingGate), the kind having no suspend field.
+bool PodGated(const KindInfo& info);
 
 // Whether pods of `role` run ranks (false for the kind's rankless_roles).
 bool RunsRanks(const KindInfo& info, std::string_view role);

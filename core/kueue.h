@@ -13,6 +13,10 @@ inline constexpr std::string_view kKueueGroup = "kueue.x-k8s.io";
 inline constexpr std::string_view kKueueApiVersion = "kueue.x-k8s.io/v1beta2";
 // On a job: Kueue queues it (its webhook suspends it, Kueue resumes it on admission).
 inline constexpr std::string_view kKueueQueueNameLabel = "kueue.x-k8s.io/queue-name";
+// On a pod Kueue's pod integration manages: the label, and the scheduling gate it lifts on
+// admission.
+inline constexpr std::string_view kKueueManagedLabel = "kueue.x-k8s.io/managed";
+inline constexpr std::string_view kKueueAdmissionGate = "kueue.x-k8s.io/admission";
 // Workload conditions (status.conditions) and AdmissionCheck states (status.admissionChecks).
 inline constexpr std::string_view kKueueQuotaReserved = "QuotaReserved";
 inline constexpr std::string_view kKueueAdmitted = "Admitted";

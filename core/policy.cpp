@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "core/documents.h"
@@ -13,8 +14,46 @@
 
 namespace ncclguard::core {
 
+std::string NormalizeInstanceType(std::string_view name) {
+  std::string normal(name);
+  std::transform(normal.begin(), normal.end(), normal.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  constexpr std::string_view kSageMakerPrefix = "ml.";
+  // "ml.p5.48xlarge", never a bare "ml.": the prefix is only one when a type follows it.
+  if (normal.starts_with(kSageMakerPrefix) &&
+      normal.find('.', kSageMakerPrefix.size()) != std::string::npos) {
+    normal.erase(0, kSageMakerPrefix.size());
+  }
+  return normal;
+}
+
 std::string InstanceFamily(std::string_view instance_type) {
-  return std::string(instance_type.substr(0, instance_type.find('.')));
+  const std::string normal = NormalizeInstanceType(instance_type);
+  return normal.substr(0, normal.find('.'));
+}
+
+std::string_view CatalogSourceName(CatalogSource source) {
+  switch (source) {
+    case CatalogSource::BuiltIn:
+      return "built-in";
+    case CatalogSource::Observed:
+      return "observed";
+    case CatalogSource::Policy:
+      return "policy";
+  }
+  return "built-in";
+}
+
+std::string CatalogSourceNote(const InstanceType& type) {
+  switch (type.source) {
+    case CatalogSource::Observed:
+      return ", as its nodes advertise";
+    case CatalogSource::Policy:
+      return ", per the NcclPolicy";
+    case CatalogSource::BuiltIn:
+      break;
+  }
+  return "";
 }
 
 Policy Policy::Defaults() {
@@ -22,19 +61,32 @@ Policy Policy::Defaults() {
   policy.guide_base_url = std::string(kDefaultGuideBaseUrl);
   policy.socket_ifname = "^lo,docker,efa,veth";
   policy.cluster_domain = "cluster.local";
-  policy.instance_types = {
-      {"p4d.24xlarge", 4, 8, true},
-      {"p5.48xlarge", 32, 8, true},
-      {"p5e.48xlarge", 32, 8, true},
-      {"p5en.48xlarge", 16, 8, true},
-  };
+  policy.instance_types = BuiltInInstanceTypes();
   return policy;
 }
 
 const InstanceType* Policy::FindInstanceType(std::string_view name) const {
+  const std::string normal = NormalizeInstanceType(name);
   auto it = std::find_if(instance_types.begin(), instance_types.end(),
-                         [&](const InstanceType& t) { return t.name == name; });
+                         [&](const InstanceType& t) { return t.name == normal; });
   return it == instance_types.end() ? nullptr : &*it;
+}
+
+void Policy::Learn(const std::vector<ObservedInstanceType>& observed) {
+  for (const ObservedInstanceType& seen : observed) {
+    const std::string normal = NormalizeInstanceType(seen.name);
+    if (normal.find('.') == std::string::npos || seen.gpus < 1) continue;
+    auto it = std::find_if(instance_types.begin(), instance_types.end(),
+                           [&](const InstanceType& t) { return t.name == normal; });
+    if (it == instance_types.end()) {
+      instance_types.push_back(
+          {normal, seen.efa_devices, seen.gpus, false, CatalogSource::Observed});
+      continue;
+    }
+    if (it->source == CatalogSource::Policy) continue;  // the admin's word stands
+    it->gpus = std::max(it->gpus, seen.gpus);
+    it->efa_devices = std::max(it->efa_devices, seen.efa_devices);
+  }
 }
 
 bool Policy::RuleEnabled(std::string_view rule_id) const {
@@ -99,12 +151,14 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
     CheckKeys(item, where, {"name", "efaDevices", "gpus", "gpudirectRdma"});
     InstanceType type;
     if (!item["name"]) throw PolicyError(where + ": name is required");
-    type.name = Utf8String(item["name"], where + ".name", "a string");
+    const std::string written = Utf8String(item["name"], where + ".name", "a string");
+    type.name = NormalizeInstanceType(written);
     if (type.name.empty() || type.name.find('.') == std::string::npos) {
-      throw PolicyError(where + ".name: \"" + type.name +
+      throw PolicyError(where + ".name: \"" + written +
                         "\" is not an instance type like p5.48xlarge");
     }
     if (const InstanceType* existing = policy.FindInstanceType(type.name)) type = *existing;
+    type.source = CatalogSource::Policy;
     if (item["efaDevices"]) {
       type.efa_devices = Scalar<int>(item["efaDevices"], where + ".efaDevices", "an integer");
     }
@@ -211,7 +265,19 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
       const YAML::Node gate = RequireMap(spec["gate"], "spec.gate");
       CheckKeys(gate, "spec.gate",
                 {"enabled", "countUnvalidatedNodes", "deferToKueue", "holdTimeoutSeconds",
-                 "retryAfterSeconds"});
+                 "retryAfterSeconds", "hyperPod"});
+      if (gate["hyperPod"]) {
+        const YAML::Node hyperpod = RequireMap(gate["hyperPod"], "spec.gate.hyperPod");
+        CheckKeys(hyperpod, "spec.gate.hyperPod", {"nodeHealth", "deepHealthCheck"});
+        for (auto [key, field] :
+             {std::pair{"nodeHealth", &policy.gate.hyperpod.node_health},
+              std::pair{"deepHealthCheck", &policy.gate.hyperpod.deep_health_check}}) {
+          if (hyperpod[key]) {
+            *field = Scalar<bool>(hyperpod[key], std::string("spec.gate.hyperPod.") + key,
+                                  "true or false");
+          }
+        }
+      }
       if (gate["enabled"])
         policy.gate.enabled = Scalar<bool>(gate["enabled"], "spec.gate.enabled", "true or false");
       if (gate["countUnvalidatedNodes"]) {
@@ -241,6 +307,100 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
     throw PolicyError(std::string("reading policy: ") + e.what());
   }
   return policy;
+}
+
+namespace {
+
+constexpr std::string_view kObservedField = "observedInstanceTypes";
+
+int ObservedCount(const Json& entry, const char* key, const std::string& where, int max) {
+  const auto value = entry.find(key);
+  if (value == entry.end()) return 0;
+  if (!value->is_number_integer()) throw PolicyError(where + "." + key + ": expected an integer");
+  const auto count = value->get<std::int64_t>();
+  if (count < 0 || count > max) {
+    throw PolicyError(where + "." + key + ": must be between 0 and " + std::to_string(max));
+  }
+  return static_cast<int>(count);
+}
+
+std::string ObservedString(const Json& entry, const char* key, const std::string& where) {
+  const auto value = entry.find(key);
+  if (value == entry.end()) return "";
+  if (!value->is_string()) throw PolicyError(where + "." + key + ": expected a string");
+  return value->get<std::string>();
+}
+
+// The list inside an NcclPolicy object, its status, or the list itself.
+const Json* ObservedList(const Json& value, std::string& where) {
+  if (value.is_array()) return &value;
+  if (!value.is_object()) throw PolicyError("observed catalog: expected an NcclPolicy or a list");
+  const Json* status = &value;
+  where = "";
+  if (const auto found = value.find("status"); found != value.end()) {
+    if (found->is_null()) return nullptr;
+    if (!found->is_object()) throw PolicyError("status: expected an object");
+    status = &*found;
+    where = "status.";
+  } else if (value.contains("kind") || value.contains("spec")) {
+    return nullptr;  // an NcclPolicy without a status yet
+  }
+  const auto list = status->find(kObservedField);
+  where += kObservedField;
+  if (list == status->end() || list->is_null()) return nullptr;
+  if (!list->is_array()) throw PolicyError(where + ": expected a list");
+  return &*list;
+}
+
+}  // namespace
+
+std::vector<ObservedInstanceType> ParseObservedCatalog(const Json& value) {
+  std::vector<ObservedInstanceType> observed;
+  if (value.is_null()) return observed;
+  std::string where(kObservedField);
+  const Json* list = ObservedList(value, where);
+  if (list == nullptr) return observed;
+  observed.reserve(list->size());
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const Json& entry = (*list)[i];
+    if (!entry.is_object()) throw PolicyError(at + ": expected an object");
+    ObservedInstanceType type;
+    type.name = ObservedString(entry, "name", at);
+    if (NormalizeInstanceType(type.name).find('.') == std::string::npos) {
+      throw PolicyError(at + ".name: \"" + type.name +
+                        "\" is not an instance type like p5.48xlarge");
+    }
+    type.gpus = ObservedCount(entry, "gpus", at, 64);
+    type.efa_devices = ObservedCount(entry, "efaDevices", at, 64);
+    type.nodes = ObservedCount(entry, "nodes", at, 1'000'000);
+    type.observed_time = ObservedString(entry, "observedTime", at);
+    if (const auto names = entry.find("nodeNames"); names != entry.end()) {
+      if (!names->is_array()) throw PolicyError(at + ".nodeNames: expected a list");
+      for (const Json& name : *names) {
+        if (!name.is_string()) throw PolicyError(at + ".nodeNames: expected strings");
+        if (type.node_names.size() < kMaxObservedNodeNames) {
+          type.node_names.push_back(name.get<std::string>());
+        }
+      }
+    }
+    observed.push_back(std::move(type));
+  }
+  return observed;
+}
+
+Json ObservedCatalogJson(const std::vector<ObservedInstanceType>& observed) {
+  Json list = Json::array();
+  for (const ObservedInstanceType& type : observed) {
+    Json entry{{"name", type.name},
+               {"gpus", type.gpus},
+               {"efaDevices", type.efa_devices},
+               {"nodes", type.nodes},
+               {"nodeNames", type.node_names}};
+    if (!type.observed_time.empty()) entry["observedTime"] = type.observed_time;
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 }  // namespace ncclguard::core

@@ -7,18 +7,55 @@
 #include <vector>
 
 #include "core/finding.h"
+#include "core/hyperpod.h"
+#include "core/json.h"
 
 namespace ncclguard::core {
 
-// "p5" for "p5.48xlarge": replicas of one job must not mix families.
+// An instance type as the catalog knows it: lower case, without the "ml." prefix SageMaker
+// HyperPod labels its nodes with ("ml.p5.48xlarge" and "P5.48xlarge" are "p5.48xlarge"). Every
+// reader of an instance type looks it up by this name; findings keep the name as written.
+std::string NormalizeInstanceType(std::string_view name);
+
+// "p5" for "p5.48xlarge" (and "ml.p5.48xlarge"): replicas of one job must not mix families.
 std::string InstanceFamily(std::string_view instance_type);
 
+// Where a catalog entry's counts come from (docs/operator.md, "Instance type catalog").
+enum class CatalogSource {
+  BuiltIn,   // BuiltInInstanceTypes(), from AWS's documentation (docs/instance-types.md)
+  Observed,  // learned from the nodes' capacity (NcclPolicy status.observedInstanceTypes)
+  Policy,    // the NcclPolicy's spec.instanceTypes: the admin's word, above the others
+};
+
+std::string_view CatalogSourceName(CatalogSource source);  // "built-in", "observed", "policy"
+
 struct InstanceType {
-  std::string name;  // e.g. "p5.48xlarge"
+  std::string name;  // normalised, e.g. "p5.48xlarge"
   int efa_devices = 0;
   int gpus = 0;
   bool gpudirect_rdma = false;
+  CatalogSource source = CatalogSource::BuiltIn;
 };
+
+// Where a message's counts come from, for any but the built-in catalog: ", as its nodes
+// advertise" or ", per the NcclPolicy"; "" for a built-in entry.
+std::string CatalogSourceNote(const InstanceType& type);
+
+// The types AWS documents for NCCL training over EFA, sorted by name (core/instance_catalog.cpp).
+std::vector<InstanceType> BuiltInInstanceTypes();
+
+// What the controller saw of one instance type on the cluster's nodes: the most GPUs and EFA
+// devices any of its nodes advertises in its capacity (a node that advertises fewer is that
+// node's problem, the probe's efa-device-count finding, and never lowers the type's count).
+struct ObservedInstanceType {
+  std::string name;  // the label's value as the nodes carry it ("ml.p5.48xlarge")
+  int gpus = 0;
+  int efa_devices = 0;
+  int nodes = 0;                        // nodes of the type seen
+  std::vector<std::string> node_names;  // the first kMaxObservedNodeNames of them, by name
+  std::string observed_time;            // RFC 3339: when these counts were first seen
+};
+inline constexpr std::size_t kMaxObservedNodeNames = 10;
 
 struct RuleOverride {
   bool enabled = true;
@@ -36,6 +73,9 @@ struct GatePolicy {
   // (Kueue releases the quota and requeues the Workload after retry_after_seconds).
   int hold_timeout_seconds = 1800;
   int retry_after_seconds = 60;
+  // SageMaker HyperPod's own verdicts on a node (core/hyperpod.h): a node it marks unhealthy,
+  // or whose deep health check failed or is running, does not count even if the probe passed.
+  HyperPodHealthPolicy hyperpod;
 };
 
 // What ncclguard enforces. Built-in defaults match docs/rules.md; a YAML file (an NcclPolicy object
@@ -52,7 +92,11 @@ struct Policy {
 
   static Policy Defaults();
 
+  // By normalised name: "ml.p5.48xlarge" finds p5.48xlarge.
   const InstanceType* FindInstanceType(std::string_view name) const;
+  // Adds what was observed on the nodes: a type no entry knows is added; a built-in entry's
+  // counts are raised to the observed ones (never lowered); the policy's own entries stay.
+  void Learn(const std::vector<ObservedInstanceType>& observed);
   bool RuleEnabled(std::string_view rule_id) const;
   // The level the rule reports at: its own action unless the policy overrides it.
   Level EffectiveLevel(std::string_view rule_id, Level rule_action) const;
@@ -62,5 +106,12 @@ struct Policy {
 // none. Throws PolicyError naming the field, or the line for text that the manifest reader
 // (core::ParseDocuments) refuses. Every string read must be UTF-8.
 Policy ParsePolicy(std::string_view yaml_text, const Policy& base = Policy::Defaults());
+
+// The observed catalog in `value`: an NcclPolicy object (its status.observedInstanceTypes), its
+// status, or the list itself, as `kubectl get ncclpolicy default -o yaml` (or -o json, or a
+// jsonpath of the list) prints it; null or absent is empty. Throws PolicyError naming the field.
+std::vector<ObservedInstanceType> ParseObservedCatalog(const Json& value);
+// The list as the NcclPolicy's status.observedInstanceTypes holds it.
+Json ObservedCatalogJson(const std::vector<ObservedInstanceType>& observed);
 
 }  // namespace ncclguard::core

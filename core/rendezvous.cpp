@@ -90,6 +90,8 @@ std::optional<std::string> RankZeroHostname(const Json& job) {
   const KindInfo& info = KindInfoOf(workload->kind);
   if (!info.job) return std::nullopt;
   const RankZeroPod& pod = info.rank_zero;
+  // A kind whose operator does the rendezvous itself names no rank-0 pod (HyperPodPyTorchJob).
+  if (pod.index.empty() && pod.role_at.empty() && pod.roles.front().empty()) return std::nullopt;
   std::string role;
   if (!pod.role_at.empty()) {
     const auto named = OptionalString(job, JsonPointer(std::string(pod.role_at)));

@@ -33,6 +33,21 @@ void AddReplicaSpecs(const Json& object, const JsonPointer& specs_at, std::int64
   }
 }
 
+// HyperPod replica specs: a list of {name, replicas, template}.
+void AddReplicaSpecList(const Json& object, const JsonPointer& list_at, std::int64_t ranks_per_pod,
+                        Workload& workload) {
+  const Json* list = OptionalArray(object, list_at);
+  if (list == nullptr) return;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const JsonPointer at = list_at / i;
+    if (!(*list)[i].is_object()) throw InputError(at.to_string() + ": expected an object");
+    const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);
+    if (replicas < 0) throw InputError((at / "replicas").to_string() + ": must not be negative");
+    AddTemplate(object, at / "template", OptionalString(object, at / "name").value_or(""), replicas,
+                ranks_per_pod, workload);
+  }
+}
+
 // Declared processes per pod: nprocPerNode is an integer, a string integer, or
 // "auto"/"gpu"/"cpu" (decided at run time); slotsPerWorker an integer. 0 = unset or unknown.
 std::int64_t RanksPerPod(const Json& object, std::string_view pointer) {
@@ -88,6 +103,9 @@ std::optional<Workload> ParseWorkload(const Json& object) {
     }
     case TemplateLayout::ReplicaSpecs:
       AddReplicaSpecs(object, templates, RanksPerPod(object, info.ranks_per_pod), workload);
+      break;
+    case TemplateLayout::ReplicaSpecList:
+      AddReplicaSpecList(object, templates, RanksPerPod(object, info.ranks_per_pod), workload);
       break;
     case TemplateLayout::ReplicatedJobs: {
       const Json* list = OptionalArray(object, templates);

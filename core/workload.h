@@ -24,7 +24,8 @@ struct Workload {
   std::vector<PodTemplate> templates;
 };
 
-// Finds the pod templates of a Pod, batch/v1 Job, PyTorchJob, MPIJob or JobSet, where the kind
+// Finds the pod templates of a Pod, batch/v1 Job, PyTorchJob, MPIJob, JobSet or
+// HyperPodPyTorchJob, where the kind
 // table (core/kinds.h) says they are. Other kinds (and
 // objects without apiVersion/kind) yield nullopt and pass through untouched. Throws InputError
 // when a field the model reads has the wrong type.

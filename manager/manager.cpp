@@ -48,7 +48,7 @@ class Manager::Impl final : public ModuleContext {
             client_, std::string(core::kReportingController),
             options_.identity.empty() ? DefaultIdentity() : options_.identity)),
         executor_(client_, recorder_),
-        policy_(options_.base_policy) {
+        policy_(options_.base_policy, options_.policy_changed) {
     if (options_.identity.empty()) options_.identity = DefaultIdentity();
     policy_.Watch(caches_.policies());  // before the controllers' handlers
     for (const ControllerModule* module : ControllerModules()) {

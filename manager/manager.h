@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -50,6 +51,9 @@ struct ManagerOptions {
   // efa-tcp-fallback, ...; manager/pod_log_reader.h). Needs get on pods/log.
   bool read_pod_logs = true;
   controllers::LogReadLimits pod_log_limits;
+  // Told the policy in force whenever it changes (an NcclPolicy update, the nodes' learned
+  // catalog in its status), on the informer's thread: the in-process webhook follows it.
+  std::function<void(std::shared_ptr<const core::Policy>)> policy_changed;
 };
 
 struct ManagerStats {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "controllers/labels.h"
+#include "core/json_access.h"
 #include "core/pod_spec.h"
 
 namespace ncclguard::manager {
@@ -117,6 +118,9 @@ kube::Projection PodProjection() {
     }
     if (const Json* spec = Find(object, "spec")) {
       if (const Json* node = Find(*spec, "nodeName")) out["spec"]["nodeName"] = *node;
+      // The pod-level gate (core/gate.h): whose scheduling gate the controller lifts.
+      if (const Json* gates = Find(*spec, "schedulingGates"))
+        out["spec"]["schedulingGates"] = *gates;
       // Container names and their EFA requests: whose logs are read, and whether sockets in them
       // are a fallback (controllers/pod_logs.h).
       if (const Json* containers = Find(*spec, "containers");
@@ -172,7 +176,13 @@ kube::Projection ServiceProjection() {
 }
 
 kube::Projection NodeProjection() {
-  return kube::KeepFields({"/metadata/labels", "/spec/unschedulable"});
+  // The gate: the instance type and HyperPod's health labels, cordons and HyperPod's taints.
+  return kube::KeepFields({"/metadata/labels", "/spec/unschedulable", "/spec/taints"});
+}
+
+kube::Projection ObservedNodeProjection() {
+  return kube::KeepFields({"/status/capacity/" + core::EscapePointerToken(core::kGpuResource),
+                           "/status/capacity/" + core::EscapePointerToken(core::kEfaResource)});
 }
 
 kube::Projection NodeValidationProjection() { return kube::KeepFields({"/status"}); }

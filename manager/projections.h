@@ -18,6 +18,9 @@ kube::Projection JobProjection(core::WorkloadKind kind);
 kube::Projection PodProjection();
 kube::Projection ServiceProjection();
 kube::Projection NodeProjection();
+// What the learned instance-type catalog reads of a Node: the device plugins' capacity counts
+// (controllers/observed_catalog.h).
+kube::Projection ObservedNodeProjection();
 kube::Projection NodeValidationProjection();
 kube::Projection NamespaceProjection();
 // events.k8s.io/v1 Events about pods and managed kinds: regarding, reason, note, type.

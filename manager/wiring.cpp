@@ -1,5 +1,7 @@
 #include "manager/wiring.h"
 
+#include "controllers/observed_catalog.h"
+
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
 #include "core/contract.h"
@@ -28,6 +30,11 @@ Json FieldOrNull(const Json* object, const char* field) {
   if (object == nullptr || !object->is_object()) return nullptr;
   const auto found = object->find(field);
   return found == object->end() ? Json(nullptr) : *found;
+}
+
+Json ObservedCatalogOf(const Json* object) {
+  const Json status = FieldOrNull(object, "status");
+  return FieldOrNull(&status, "observedInstanceTypes");
 }
 
 Json Labels(const Json* object) {
@@ -76,8 +83,11 @@ std::vector<JobKey> EventSubjectJobs(const Caches& caches, const Json& event) {
 
 }  // namespace
 
-PolicySource::PolicySource(core::Policy base)
-    : base_(std::move(base)), current_(std::make_shared<const core::Policy>(base_)) {}
+PolicySource::PolicySource(core::Policy base,
+                           std::function<void(std::shared_ptr<const core::Policy>)> changed)
+    : base_(std::move(base)),
+      changed_(std::move(changed)),
+      current_(std::make_shared<const core::Policy>(base_)) {}
 
 void PolicySource::Watch(kube::Informer& policies) {
   policies.AddHandlers(
@@ -99,6 +109,7 @@ void PolicySource::Observe(const kube::CachedObject& object) {
   if (!object) {
     holder_.Update(std::nullopt);
     current_ = std::make_shared<const core::Policy>(base_);
+    if (changed_) changed_(current_);
     return;
   }
   if (const auto error = holder_.Update(*object)) {
@@ -106,6 +117,7 @@ void PolicySource::Observe(const kube::CachedObject& object) {
               {{"key", controllers::Meta(*object, "name")}, {"error", *error}});
   }
   current_ = std::make_shared<const core::Policy>(holder_.Current());
+  if (changed_) changed_(current_);
 }
 
 bool ManagedJob(const Caches& caches, const JobKey& key) {
@@ -163,7 +175,8 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
        [](const Change& change) {
          return IsPolicyObject(change.object()) &&
                 (change.old_object == nullptr || change.new_object == nullptr ||
-                 FieldOrNull(change.old_object, "spec") != FieldOrNull(change.new_object, "spec"));
+                 FieldOrNull(change.old_object, "spec") != FieldOrNull(change.new_object, "spec") ||
+                 ObservedCatalogOf(change.old_object) != ObservedCatalogOf(change.new_object));
        }});
   spec.all_keys = [&caches] { return Jobs(caches, [](const Json&) { return true; }); };
   spec.reconcile = [&caches, &policy, pod_logs](const JobKey& key) {
@@ -190,10 +203,22 @@ ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches
                ? std::vector<PolicyKey>{{std::string(controllers::kPolicyObjectName)}}
                : std::vector<PolicyKey>{};
   };
+  // What the nodes advertise: the catalog the policy's status publishes.
+  spec.watches.push_back(
+      {&caches.nodes(),
+       [](const Json&) {
+         return std::vector<PolicyKey>{{std::string(controllers::kPolicyObjectName)}};
+       },
+       [](const Change& change) {
+         return change.old_object == nullptr || change.new_object == nullptr ||
+                controllers::ObservedFieldsDiffer(*change.old_object, *change.new_object);
+       }});
   spec.reconcile = [&caches](const PolicyKey& key) {
     const kube::CachedObject object = caches.policies().Get(key.name);
+    std::vector<Json> nodes;
+    for (const kube::CachedObject& node : caches.nodes().List()) nodes.push_back(*node);
     return controllers::ReconcileNcclPolicy(
-        key, object ? std::optional<Json>(*object) : std::nullopt, Now());
+        key, object ? std::optional<Json>(*object) : std::nullopt, nodes, Now());
   };
   return spec;
 }
@@ -249,6 +274,9 @@ ControllerModule DeclareTrainingJobs() {
   module.access.push_back(
       Access("", {"pods/log"}, {"get"},
              "log diagnoses: a bounded tail of the managed training pods' logs"));
+  module.access.push_back(Access("", {"pods"}, {"patch"},
+                                 "pod-level gate: lift the ncclguard.io/validated-nodes scheduling "
+                                 "gate from the pods of a released job"));
   module.access.push_back(Access("", {"services"}, {"create", "patch"},
                                  "rendezvous Service: create it, put back a drifted "
                                  "selector/port/annotation"));
@@ -267,8 +295,12 @@ NCCLGUARD_REGISTER(DeclareTrainingJobs);
 ControllerModule DeclareNcclPolicy() {
   ControllerModule module;
   module.name = "ncclpolicy";
-  module.summary = "the Accepted condition of the NcclPolicy \"default\"";
+  module.summary =
+      "the Accepted condition of the NcclPolicy \"default\" and the instance types learned from "
+      "the nodes (status.observedInstanceTypes)";
   module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
+  // The instance-type label (the manager keeps labels) and the device plugins' counts.
+  module.reads.push_back({kube::resources::Nodes(), ObservedNodeProjection(), {}});
   module.access.push_back(Access(std::string(core::kApiGroup), {"ncclpolicies/status"}, {"patch"},
                                  "policy reload: the NcclPolicy's Accepted condition"));
   module.install = [](ModuleContext& context) {

@@ -2,6 +2,7 @@
 // what each watches, which changes matter and the keys they map to (docs/operator.md "Wiring").
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,7 +22,9 @@ namespace ncclguard::manager {
 // good one when an update is unusable), else `base` (--policy or the built-in defaults).
 class PolicySource {
  public:
-  explicit PolicySource(core::Policy base);
+  // `changed`, when set, is told each new policy (from the informer's thread).
+  explicit PolicySource(core::Policy base,
+                        std::function<void(std::shared_ptr<const core::Policy>)> changed = {});
   // Adds its handlers to the NcclPolicy informer (before it starts, and before the controllers'
   // handlers: a job requeued for a new policy is reconciled with it).
   void Watch(kube::Informer& policies);
@@ -31,6 +34,7 @@ class PolicySource {
   void Observe(const kube::CachedObject& object);  // null: deleted
 
   core::Policy base_;
+  std::function<void(std::shared_ptr<const core::Policy>)> changed_;
   mutable std::mutex mutex_;
   controllers::PolicyHolder holder_;
   std::shared_ptr<const core::Policy> current_;

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "core/contract.h"
 #include "core/engine.h"
 #include "core/errors.h"
 #include "core/gate.h"
@@ -74,11 +75,19 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     return outcome;
   }
   if (workload.kind == core::WorkloadKind::Pod) {
+    // A pod of a job kind that cannot be suspended is held here, by a scheduling gate the
+    // controller lifts (core/gate.h); never one Kueue holds itself.
+    const bool gate_pod = policy.gate.enabled && core::PodGatedJobOf(request.object) &&
+                          !core::ManagedByKueue(request.object) &&
+                          !core::HasSchedulingGate(request.object, core::kSchedulingGate);
+    core::Json gate_ops =
+        gate_pod ? core::PodSchedulingGatePatch(request.object) : core::Json::array();
     // The validating webhook checks the fixed pod; here only the fixes are needed.
     core::Evaluation evaluation =
         core::Evaluate(std::move(request.object), workload, policy,
                        {.pod_rules = true, .job_rules = false, .check_rules = false});
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
+    for (core::Json& op : gate_ops) evaluation.patch.push_back(std::move(op));
     if (!evaluation.patch.empty()) {
       outcome.response.patch = std::move(evaluation.patch);
       outcome.result = AdmitResult::Patched;

@@ -189,6 +189,13 @@ WebhookServer::~WebhookServer() {
   }
 }
 
+void WebhookServer::UsePolicy(std::shared_ptr<const core::Policy> policy) {
+  if (!policy) return;
+  std::lock_guard lock(state_mutex_);
+  policy_ = std::move(policy);
+  policy_pushed_ = true;
+}
+
 std::shared_ptr<const core::Policy> WebhookServer::CurrentPolicy() const {
   std::lock_guard lock(state_mutex_);
   return policy_;
@@ -241,6 +248,10 @@ void WebhookServer::ReloadPolicy() {
     auto loaded = std::make_shared<const core::Policy>(config_.load_policy());
     {
       std::lock_guard lock(state_mutex_);
+      if (policy_pushed_) {
+        policy_watch_.Accept();
+        return;  // its owner's policy stands
+      }
       policy_ = loaded;
     }
     policy_watch_.Accept();

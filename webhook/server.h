@@ -57,6 +57,9 @@ class WebhookServer {
  public:
   // Loads the certificate and the policy; throws TlsError or the policy's error.
   explicit WebhookServer(ServerConfig config);
+  // The policy from now on, pushed by its owner (the controller's NcclPolicy, with the catalog
+  // learned from the nodes); the policy files are no longer read.
+  void UsePolicy(std::shared_ptr<const core::Policy> policy);
   ~WebhookServer();
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
@@ -105,6 +108,7 @@ class WebhookServer {
   mutable std::mutex state_mutex_;  // guards the two pointers below and the watches
   std::shared_ptr<const ServingCertificate> certificate_;
   std::shared_ptr<const core::Policy> policy_;
+  bool policy_pushed_ = false;  // UsePolicy was called: the files no longer count
   FileWatch certificate_watch_;
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};

@@ -20,9 +20,10 @@ class EfaCountMismatch final : public Rule {
       report.Add(c.at / "resources",
                  ContainerLabel(c) + " requests " + std::to_string(*c.efa) + " " +
                      std::string(kEfaResource) + " but " + std::to_string(c.gpus) + " GPU(s) on " +
-                     facts.instance_type->name + " (" +
+                     *facts.instance_type_name + " (" +
                      std::to_string(facts.instance_type->efa_devices) + " EFA / " +
-                     std::to_string(facts.instance_type->gpus) + " GPUs) need " +
+                     std::to_string(facts.instance_type->gpus) + " GPUs" +
+                     CatalogSourceNote(*facts.instance_type) + ") need " +
                      std::to_string(*expected) + ". Set " + std::string(kEfaResource) + ": " +
                      std::to_string(*expected) + " in requests and limits.");
     }

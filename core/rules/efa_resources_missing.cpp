@@ -25,7 +25,7 @@ class EfaResourcesMissing final : public Rule {
       const std::string count = std::to_string(expected);
       report.Add(c.at / "resources",
                  ContainerLabel(c) + " requests " + std::to_string(c.gpus) + " GPU(s) on " +
-                     facts.instance_type->name + " but no " + std::string(kEfaResource) +
+                     *facts.instance_type_name + " but no " + std::string(kEfaResource) +
                      ": NCCL would fall back to TCP. Add " + std::string(kEfaResource) + ": " +
                      count + " to its requests and limits.");
       const std::string resource(kEfaResource);

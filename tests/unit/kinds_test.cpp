@@ -56,6 +56,7 @@ std::vector<std::string> RolesOf(const KindInfo& info) {
     case TemplateLayout::ReplicaSpecs:
       return {"Worker"};
     case TemplateLayout::ReplicatedJobs:
+    case TemplateLayout::ReplicaSpecList:
       return {"workers", "evaluators"};
     case TemplateLayout::PodSpec:
     case TemplateLayout::JobTemplate:
@@ -91,6 +92,9 @@ Json MinimalJob(const KindInfo& info, const std::vector<std::string>& roles,
             Json{{"name", roles[i]},
                  {"replicas", kReplicas},
                  {"template", {{"spec", {{"parallelism", 1}, {"template", pod}}}}}};
+        break;
+      case TemplateLayout::ReplicaSpecList:
+        job[templates / i] = Json{{"name", roles[i]}, {"replicas", kReplicas}, {"template", pod}};
         break;
       case TemplateLayout::PodSpec:
         ADD_FAILURE() << "a job kind with a Pod's layout";
@@ -131,10 +135,15 @@ TEST(KindTable, EveryManagedKindDeclaresWhatItsReadersNeed) {
     EXPECT_NE(info.api_version.find('/'), std::string_view::npos) << "a job kind has a group";
     EXPECT_FALSE(info.resource.empty());
     EXPECT_FALSE(info.templates.empty());
-    EXPECT_FALSE(info.suspend_field.empty());
+    // No suspend field: the gate holds the kind's pods, which it finds by their label.
+    EXPECT_EQ(info.suspend_field.empty(), core::PodGated(info));
     EXPECT_FALSE(info.pod_job_label.empty());
     EXPECT_NE(info.condition_style, core::ConditionStyle::None);
-    EXPECT_FALSE(info.rank_zero.index.empty());
+    // No rank-0 pod name only for a kind whose operator does the rendezvous without ncclguard.
+    if (info.rank_zero.index.empty()) {
+      EXPECT_FALSE(info.ncclguard_makes_service || info.ncclguard_sets_pod_subdomain);
+      EXPECT_TRUE(info.rank_zero.role_at.empty() && info.rank_zero.roles.front().empty());
+    }
     EXPECT_TRUE(info.rank_zero.role_at.empty() || info.rank_zero.roles.front().empty())
         << "rank 0's role is named by the job or by the kind, not both";
     const auto sharing = SharingPodLabel(info);
@@ -214,6 +223,19 @@ TEST(KindTable, TheGateManagesAndSuspendsEachKindWhereItsEntrySays) {
       EXPECT_FALSE(core::IsManagedJob(job, info.kind));
     }
     EXPECT_EQ(core::SuspendPointer(info.kind).to_string(), info.suspend_field);
+    if (core::PodGated(info)) {
+      // Only marked: its pods carry the scheduling gate, added by the webhook to each pod.
+      const Json held = job.patch(core::GateMarkPatch(job, info.kind));
+      EXPECT_EQ(held.at("metadata").at("annotations").at(std::string(core::kGateAnnotation)),
+                std::string(core::kGatePending));
+      EXPECT_EQ(held.at("spec"), job.at("spec"));
+      Json pod = CompliantPod();
+      pod["metadata"]["labels"][std::string(info.pod_job_label)] = "train";
+      EXPECT_EQ(core::PodGatedJobOf(pod), info.kind);
+      const Json gated = pod.patch(core::PodSchedulingGatePatch(pod));
+      EXPECT_TRUE(core::HasSchedulingGate(gated, core::kSchedulingGate));
+      continue;
+    }
     for (const bool already_there : {false, true}) {
       if (already_there) job[Pointer(info.suspend_field)] = false;
       const Json held = job.patch(core::GateMarkPatch(job, info.kind));
@@ -242,6 +264,11 @@ TEST(KindTable, RendezvousNamesFollowEachKindsEntry) {
       EXPECT_EQ(role, roles.front());
     } else if (!info.rank_zero.roles.front().empty()) {
       role = Lower(roles.front());
+    }
+    if (info.rank_zero.index.empty()) {
+      EXPECT_FALSE(core::RankZeroHostname(job)) << "the operator's rendezvous names no pod";
+      EXPECT_FALSE(core::MasterAddress(job, "cluster.local"));
+      continue;
     }
     const std::string host =
         "train" + (role.empty() ? "" : "-" + role) + std::string(info.rank_zero.index);
@@ -320,6 +347,10 @@ TEST(KindTable, RankZeroHostnamesAreTheOperatorsNames) {
       host("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\n"
            "spec: {replicatedJobs: []}"));
   EXPECT_EQ(host("apiVersion: batch/v1\nkind: Job\nmetadata: {name: b}\nspec: {}"), "b-0");
+  // HyperPod's agent gets rank 0's address from the operator: no hostname to name.
+  EXPECT_FALSE(
+      host("apiVersion: sagemaker.amazonaws.com/v1\nkind: HyperPodPyTorchJob\n"
+           "metadata: {name: h}\nspec: {replicaSpecs: [{name: pods}]}"));
   EXPECT_FALSE(host("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {}"));
   EXPECT_FALSE(host("apiVersion: batch/v1\nkind: Job\nspec: {}"));
 }

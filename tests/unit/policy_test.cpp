@@ -20,7 +20,7 @@ TEST(Policy, DefaultsMatchTheRulesContract) {
   EXPECT_EQ(p.FindInstanceType("p5e.48xlarge")->efa_devices, 32);
   EXPECT_EQ(p.FindInstanceType("p5en.48xlarge")->efa_devices, 16);
   EXPECT_EQ(p.FindInstanceType("p5en.48xlarge")->gpus, 8);
-  EXPECT_EQ(p.FindInstanceType("g5.48xlarge"), nullptr);
+  EXPECT_EQ(p.FindInstanceType("x9.48xlarge"), nullptr);
   EXPECT_FALSE(p.default_instance_type);
   EXPECT_EQ(core::InstanceFamily("p5en.48xlarge"), "p5en");
 }

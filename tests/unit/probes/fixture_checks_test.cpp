@@ -93,9 +93,9 @@ TEST(FixtureP5, UnknownInstanceTypeSkipsTheCatalogComparisonsButStillObserves) {
 }
 
 TEST(FixtureP5, InstanceTypeOutsideTheCatalogSaysSo) {
-  const auto report = RunFixture({"p5-32efa", "g5.48xlarge"}, P5Sources(32));
+  const auto report = RunFixture({"p5-32efa", "x9.48xlarge"}, P5Sources(32));
   EXPECT_TRUE(Contains(ResultOf(report, "efa-device-count").message,
-                       "g5.48xlarge is not in the instance catalog"));
+                       "x9.48xlarge is not in the instance catalog"));
 }
 
 TEST(FixtureAcs, RedirectingBridgeFailsWithTheSetpciCommand) {

@@ -60,7 +60,7 @@ TEST(EfaCountMismatch, DoesNotFireOnACompliantPod) {
 }
 
 TEST(EfaCountMismatch, IgnoresAnInstanceTypeOutsideTheCatalog) {
-  const core::Evaluation result = Check(PodWith("g5.48xlarge", 8, 1));
+  const core::Evaluation result = Check(PodWith("x9.48xlarge", 8, 1));
   EXPECT_TRUE(FindingsOf(result, kEfaCountMismatchRule).empty()) << Dump(result);
 }
 

@@ -113,7 +113,7 @@ TEST(EfaResourcesMissing, DoesNotFixWithoutInstanceTypeAndInstanceTypeUnknownWar
 }
 
 TEST(EfaResourcesMissing, DoesNotFixOnAnInstanceTypeOutsideTheCatalog) {
-  const core::Evaluation result = Check(PodWithoutEfa("g5.48xlarge", 8));
+  const core::Evaluation result = Check(PodWithoutEfa("x9.48xlarge", 8));
   EXPECT_TRUE(FindingsOf(result, kEfaResourcesMissingRule).empty()) << Dump(result);
   EXPECT_FALSE(result.fixed.contains(core::JsonPointer(kRequestsEfa)));
 }

@@ -82,7 +82,7 @@ TEST(InstanceTypeUnknown, DoesNotFireWithANodeSelector) {
 
 TEST(InstanceTypeUnknown, DoesNotFireForAPinnedTypeOutsideTheCatalog) {
   core::Json pod = CompliantPod();
-  SetInstanceType(pod, "g5.48xlarge");
+  SetInstanceType(pod, "x9.48xlarge");
   EXPECT_TRUE(FindingsOf(Check(pod), kInstanceTypeUnknownRule).empty());
 }
 

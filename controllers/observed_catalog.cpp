@@ -1,0 +1,92 @@
+#include "controllers/observed_catalog.h"
+
+#include <algorithm>
+#include <map>
+
+#include "controllers/json_fields.h"
+#include "core/errors.h"
+#include "core/json_access.h"
+#include "core/pod_spec.h"
+
+namespace ncclguard::controllers {
+namespace {
+
+// A capacity count of the node's, 0 when absent or not a whole count (the API server stores
+// quantities, which a device plugin's count always is).
+int Capacity(const core::Json& node, std::string_view resource) {
+  const core::JsonPointer at("/status/capacity/" + core::EscapePointerToken(resource));
+  if (!node.contains(at)) return 0;
+  try {
+    const std::int64_t count = core::ParseCount(node.at(at), at);
+    return static_cast<int>(std::clamp<std::int64_t>(count, 0, 64));
+  } catch (const core::InputError&) {
+    return 0;
+  }
+}
+
+std::string InstanceTypeOf(const core::Json& node) {
+  return Label(node, core::kInstanceTypeLabel).value_or("");
+}
+
+bool SameCounts(const core::ObservedInstanceType& a, const core::ObservedInstanceType& b) {
+  return a.name == b.name && a.gpus == b.gpus && a.efa_devices == b.efa_devices;
+}
+
+bool SameEntry(const core::ObservedInstanceType& a, const core::ObservedInstanceType& b) {
+  return SameCounts(a, b) && a.nodes == b.nodes && a.node_names == b.node_names &&
+         a.observed_time == b.observed_time;
+}
+
+}  // namespace
+
+std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes) {
+  std::map<std::string, core::ObservedInstanceType> by_type;
+  std::map<std::string, std::vector<std::string>> names;
+  for (const core::Json& node : nodes) {
+    const std::string type = InstanceTypeOf(node);
+    const int gpus = Capacity(node, core::kGpuResource);
+    if (type.empty() || gpus == 0) continue;
+    core::ObservedInstanceType& seen = by_type[type];
+    seen.name = type;
+    seen.gpus = std::max(seen.gpus, gpus);
+    seen.efa_devices = std::max(seen.efa_devices, Capacity(node, core::kEfaResource));
+    ++seen.nodes;
+    names[type].push_back(Meta(node, "name"));
+  }
+  std::vector<core::ObservedInstanceType> observed;
+  observed.reserve(by_type.size());
+  for (auto& [type, seen] : by_type) {
+    std::vector<std::string>& list = names[type];
+    const auto keep = std::min(list.size(), core::kMaxObservedNodeNames);
+    std::partial_sort(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
+    list.resize(keep);
+    seen.node_names = std::move(list);
+    observed.push_back(std::move(seen));
+  }
+  return observed;
+}
+
+std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
+    std::vector<core::ObservedInstanceType> seen,
+    const std::vector<core::ObservedInstanceType>& published, Timestamp now) {
+  for (core::ObservedInstanceType& entry : seen) {
+    const auto before =
+        std::find_if(published.begin(), published.end(),
+                     [&](const core::ObservedInstanceType& p) { return p.name == entry.name; });
+    const bool unchanged =
+        before != published.end() && SameCounts(*before, entry) && !before->observed_time.empty();
+    entry.observed_time = unchanged ? before->observed_time : FormatTime(now);
+  }
+  const bool same = seen.size() == published.size() &&
+                    std::equal(seen.begin(), seen.end(), published.begin(), SameEntry);
+  if (same) return std::nullopt;
+  return seen;
+}
+
+bool ObservedFieldsDiffer(const core::Json& before, const core::Json& after) {
+  return InstanceTypeOf(before) != InstanceTypeOf(after) ||
+         Capacity(before, core::kGpuResource) != Capacity(after, core::kGpuResource) ||
+         Capacity(before, core::kEfaResource) != Capacity(after, core::kEfaResource);
+}
+
+}  // namespace ncclguard::controllers

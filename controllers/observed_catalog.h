@@ -1,0 +1,33 @@
+// The instance-type catalog learned from the cluster (docs/operator.md, "Instance type
+// catalog"): what each type's nodes advertise in their capacity (the EFA and NVIDIA device
+// plugins' vpc.amazonaws.com/efa and nvidia.com/gpu), published in the NcclPolicy's
+// status.observedInstanceTypes, which the webhook, the gate and `lint --catalog` read.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "controllers/timestamps.h"
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::controllers {
+
+// Per node.kubernetes.io/instance-type value, sorted by it: the most GPUs and EFA devices any of
+// its nodes advertises (a node short of devices does not lower the type's count), how many nodes
+// carry it, the first kMaxObservedNodeNames names. Nodes without GPUs are left out; a capacity
+// that is not a count reads as 0. No observed_time.
+std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes);
+
+// The list the status should hold: `seen`, each entry keeping the observedTime of the entry of
+// the same name in `published` when its GPU and EFA counts are the same (when they were first
+// seen; nodes come and go), else stamped `now`. nullopt when it
+// equals `published` (nothing to write).
+std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
+    std::vector<core::ObservedInstanceType> seen,
+    const std::vector<core::ObservedInstanceType>& published, Timestamp now);
+
+// Whether a Node change can change what ObserveInstanceTypes sees of it.
+bool ObservedFieldsDiffer(const core::Json& before, const core::Json& after);
+
+}  // namespace ncclguard::controllers
