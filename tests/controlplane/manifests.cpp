@@ -147,6 +147,7 @@ std::string JobCrd(const std::string& kind) {
     return TrainingOperatorDir() + "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml";
   if (kind == "MPIJob") return TestCrdDir() + "/mpijob-crd.yaml";
   if (kind == "JobSet") return TestCrdDir() + "/jobset-crd.yaml";
+  if (kind == "HyperPodPyTorchJob") return TestCrdDir() + "/hyperpodpytorchjob-crd.yaml";
   throw std::invalid_argument("JobCrd: no CRD for kind " + kind);
 }
 

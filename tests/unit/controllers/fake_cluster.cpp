@@ -65,7 +65,32 @@ void FakeCluster::AddEvent(Json event) { events_.push_back(std::move(event)); }
 
 Json& FakeCluster::JobObject(const JobKey& key) { return jobs_.at(key.ToString()); }
 
+Json& FakeCluster::NodeObject(const std::string& name) {
+  for (Json& node : nodes_) {
+    if (Str(node, "metadata", "name") == name) return node;
+  }
+  throw std::out_of_range("no node " + name);
+}
+
+Json& FakeCluster::PodObject(const std::string& ns, const std::string& name) {
+  for (Json& pod : pods_) {
+    if (Str(pod, "metadata", "namespace") == ns && Str(pod, "metadata", "name") == name) return pod;
+  }
+  throw std::out_of_range("no pod " + ns + "/" + name);
+}
+
 bool FakeCluster::ApplyPatch(const controllers::MergePatch& patch) {
+  if (patch.target.kind == "Pod") {
+    Json& pod = PodObject(patch.target.namespace_, patch.target.name);
+    Json body = patch.patch;
+    if (body.contains("metadata") && body["metadata"].contains("resourceVersion")) {
+      if (body["metadata"]["resourceVersion"] != pod["metadata"]["resourceVersion"]) return false;
+      body["metadata"].erase("resourceVersion");
+    }
+    pod.merge_patch(body);
+    pod["metadata"]["resourceVersion"] = std::to_string(next_version_++);
+    return true;
+  }
   if (patch.target.kind == "Service") {
     Json& service = services_.at(patch.target.namespace_ + "/" + patch.target.name);
     service.merge_patch(patch.patch);

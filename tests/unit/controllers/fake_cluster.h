@@ -33,6 +33,8 @@ class FakeCluster : public controllers::ClusterView {
   // Applies the actions in order, as the executor would; returns how many failed (Conflict).
   int Apply(const std::vector<controllers::Action>& actions);
   Json& JobObject(const JobKey& key);
+  Json& NodeObject(const std::string& name);
+  Json& PodObject(const std::string& ns, const std::string& name);
   const std::vector<Json>& events() const { return events_; }
   std::size_t ServiceCount() const { return services_.size(); }
 
