@@ -9,7 +9,8 @@
 namespace ncclguard::probes {
 
 bool LooksLikeInstanceType(const std::string& text) {
-  static const std::regex kPattern("[a-z][a-z0-9-]*\\.[a-z0-9-]+");
+  // EC2's "p5.48xlarge", or SageMaker HyperPod's "ml.p5.48xlarge".
+  static const std::regex kPattern("(ml\\.)?[a-z][a-z0-9-]*\\.[a-z0-9-]+");
   return text.size() <= 64 && std::regex_match(text, kPattern);
 }
 

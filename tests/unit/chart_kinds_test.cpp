@@ -10,7 +10,10 @@
 #include <string>
 #include <tuple>
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/kinds.h"
+#include "core/policy.h"
 #include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
@@ -66,6 +69,19 @@ TEST(ChartWebhookRules, TheParserSeesAMissingKind) {
   const auto rules = RulesByWebhook(one_kind);
   ASSERT_EQ(rules.at("mutate.ncclguard.io").size(), 1u);
   EXPECT_NE(rules.at("mutate.ncclguard.io"), Expected("CREATE"));
+}
+
+// The probe runs on the nodes of the built-in catalog's types (the chart adds their "ml."
+// spellings): a type added to the catalog without the chart would never be probed.
+TEST(ChartProbeInstanceTypes, AreTheBuiltInCatalog) {
+  const YAML::Node values = YAML::LoadFile(SourcePath("charts/ncclguard/values.yaml"));
+  std::vector<std::string> chart;
+  for (const YAML::Node& type : values["probe"]["instanceTypes"]) {
+    chart.push_back(type.as<std::string>());
+  }
+  std::vector<std::string> catalog;
+  for (const core::InstanceType& type : core::BuiltInInstanceTypes()) catalog.push_back(type.name);
+  EXPECT_EQ(chart, catalog);
 }
 
 }  // namespace

@@ -208,6 +208,32 @@ TEST_F(KueueCheck, ReadyWithTheValidatedNodeSelectorOnTheGpuPodSets) {
   EXPECT_TRUE(Reconcile(WithEntry(QueuedWorkload(), entry), 120s).actions.empty());
 }
 
+// HyperPod task governance: flavors name the nodes' "ml." types; the pods (8 GPUs each) are sized
+// from the catalog all the same, so 4 pods need 4 nodes, counted where the flavor sends them.
+TEST_F(KueueCheck, AFlavorOfHyperPodNodesIsSizedFromTheCatalog) {
+  objects_.flavor = [](std::string_view name) -> std::optional<Json> {
+    if (name != "p5") return std::nullopt;
+    return Json{
+        {"metadata", {{"name", "p5"}}},
+        {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", "ml.p5.48xlarge"}}}}}};
+  };
+  for (int i = 0; i < 3; ++i) {
+    cluster_.AddNode("hp-" + std::to_string(i), "ml.p5.48xlarge", "Pass");
+  }
+  cluster_.AddNode("ec2-0", "p5.48xlarge", "Pass");  // not where the flavor sends the pods
+  Json pending = QueuedWorkload();
+  pending["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
+         ["nvidia.com/gpu"] = "4";
+  pending["spec"]["podSets"][0]["count"] = 2;  // 2 x 4 GPUs pack onto one node
+  const Json entry = AppliedEntry(Reconcile(pending));
+  EXPECT_EQ(entry["state"], "Pending");
+  EXPECT_NE(entry["message"].get<std::string>().find("3/4 ml.p5.48xlarge nodes validated"),
+            std::string::npos)
+      << entry["message"];
+  cluster_.AddNode("hp-3", "ml.p5.48xlarge", "Pass");
+  EXPECT_EQ(AppliedEntry(Reconcile(pending))["state"], "Ready");
+}
+
 TEST_F(KueueCheck, TheInstanceTypeComesFromThePodSetsNodeSelectorWithoutFlavorLabels) {
   objects_.flavor = [](std::string_view) -> std::optional<Json> { return std::nullopt; };
   Json workload = QueuedWorkload();

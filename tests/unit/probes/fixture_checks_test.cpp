@@ -7,6 +7,7 @@
 
 #include "core/catalog.h"
 #include "probes/check.h"
+#include "probes/instance_type.h"
 #include "tests/unit/probes/probe_test_support.h"
 
 namespace ncclguard::test {
@@ -90,6 +91,14 @@ TEST(FixtureP5, UnknownInstanceTypeSkipsTheCatalogComparisonsButStillObserves) {
   EXPECT_TRUE(Contains(count.observed, "sysfs 32"));
   EXPECT_EQ(ResultOf(report, "gpu-count").status, CheckStatus::Skip);
   EXPECT_EQ(ResultOf(report, "gpudirect-rdma").status, CheckStatus::Skip);
+}
+
+TEST(FixtureP5, AHyperPodNodeNamedMlIsSizedFromTheCatalog) {
+  const auto report = RunFixture({"p5-32efa", "ml.p5.48xlarge"}, P5Sources(32));
+  const auto& count = ResultOf(report, "efa-device-count");
+  EXPECT_EQ(count.status, CheckStatus::Pass) << count.message;
+  EXPECT_EQ(count.expected, "32 (p5.48xlarge)");
+  EXPECT_TRUE(probes::LooksLikeInstanceType("ml.p5.48xlarge"));
 }
 
 TEST(FixtureP5, InstanceTypeOutsideTheCatalogSaysSo) {
