@@ -22,6 +22,14 @@
 #   5. NCCL's own lines, read by the controller through the real kubelet's pods/log: a Job whose
 #      pod printed a socket transport while requesting EFA gets NcclTransport=False Socket and the
 #      EFATcpFallback Warning Event; one on EFA gets NcclTransport=True EFA
+#   6. a kind that cannot be suspended (HyperPodPyTorchJob, its CRD shaped like AWS's, the pods
+#      made as HyperPod's operator makes them): its pods stay SchedulingGated while the node fails
+#      validation, then are all released together and run
+#   7. a type in no catalog: the node relabelled with an invented type and its capacity; the
+#      controller learns it (NcclPolicy status), a pod selecting it gets its share of EFA devices
+#      and runs, and `ncclguard lint --catalog` on `kubectl get ncclpolicy` says the same
+#
+# The node is named as SageMaker HyperPod names its nodes: ml.p5.48xlarge; every job selects that.
 #
 # Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
 # Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
@@ -60,7 +68,7 @@ trap cleanup EXIT
 trap 'echo "FAIL: training_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
 
 # ---------------------------------------------------------------- the node, the image, the operator
-if ! "$root/scripts/node.sh" start >"$work/node.env" 2>"$work/node-start.log"; then
+if ! NCCLGUARD_NODE_INSTANCE_TYPE=ml.p5.48xlarge "$root/scripts/node.sh" start >"$work/node.env" 2>"$work/node-start.log"; then
   cat "$work/node-start.log"; echo "FAIL: scripts/node.sh start"; exit 1
 fi
 eval "$(cat "$work/node.env")"
@@ -81,13 +89,14 @@ else
   cat "$work/operator.log"; echo "FAIL: scripts/training-operator.sh install"; exit 1
 fi
 
-# The node as a p5.48xlarge with its device plugins: extended resources in the Node's status.
+# The node as HyperPod's ml.p5.48xlarge with its device plugins: extended resources in the
+# Node's status.
 k patch node "$NODE_NAME" --subresource=status --type=merge \
   -p '{"status":{"capacity":{"nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}}' >/dev/null
 allocatable() { k get node "$NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu} {.status.allocatable.vpc\.amazonaws\.com/efa} {.metadata.labels.node\.kubernetes\.io/instance-type}'; }
-advertised() { [[ "$(allocatable)" == "8 32 p5.48xlarge" ]]; }
+advertised() { [[ "$(allocatable)" == "8 32 ml.p5.48xlarge" ]]; }
 if eventually 60 advertised; then
-  pass "node allocatable nvidia.com/gpu=8, vpc.amazonaws.com/efa=32, instance type p5.48xlarge"
+  pass "node allocatable nvidia.com/gpu=8, vpc.amazonaws.com/efa=32, instance type ml.p5.48xlarge"
 else
   fail "node advertises '$(allocatable)'"; exit 1
 fi
@@ -101,6 +110,15 @@ fi
 pass "helm install ncclguard (probe off: the node is not validated yet)"
 k create namespace team >/dev/null
 k label namespace team ncclguard.io/enabled=true >/dev/null
+observed() { # TYPE: "gpus efaDevices nodes" the controller published for it
+  k get ncclpolicy default -o jsonpath="{range .status.observedInstanceTypes[?(@.name==\"$1\")]}{.gpus} {.efaDevices} {.nodes}{end}"
+}
+observed_is() { [[ "$(observed "$1")" == "$2" ]]; }
+if eventually 60 observed_is ml.p5.48xlarge "8 32 1"; then
+  pass "learned from the node: NcclPolicy default status.observedInstanceTypes ml.p5.48xlarge 8 GPUs, 32 EFA, 1 node ($(k get ncclpolicy default -o wide --no-headers | tr -s ' '))"
+else
+  fail "NcclPolicy default observed '$(observed ml.p5.48xlarge)' for ml.p5.48xlarge: $(k get ncclpolicy default -o jsonpath='{.status}')"
+fi
 
 # ---------------------------------------------------------------- the jobs
 # Test 1's Indexed Job: what each pod prints is what the fixes did. Then the two ranks meet:
@@ -122,7 +140,7 @@ spec:
     spec:
       restartPolicy: Never
       subdomain: allreduce
-      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
       securityContext: {runAsUser: 0}
       containers:
         - name: train
@@ -160,7 +178,7 @@ spec:
       restartPolicy: OnFailure
       template:
         spec:
-          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+          nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
           terminationGracePeriodSeconds: 1
           containers:
             - name: pytorch
@@ -181,7 +199,7 @@ spec:
       restartPolicy: OnFailure
       template:
         spec:
-          nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+          nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
           terminationGracePeriodSeconds: 1
           containers:
             - name: pytorch
@@ -289,6 +307,12 @@ fi
 # ---------------------------------------------------------------- 4. the gate and the operator
 # The node fails its EFA check now (it has no EFA device): the PyTorchJob is held.
 probe_checks "$failing_checks" false
+efa_check() { k get nodevalidation "$NODE_NAME" -o jsonpath='{range .status.checks[?(@.id=="efa-device-count")]}{.status} expected {.expected}{end}'; }
+if [[ "$(efa_check)" == "Fail expected 32 (p5.48xlarge)" ]]; then
+  pass "probe on the ml.p5.48xlarge node: efa-device-count sized it from the catalog ($(efa_check); this host has no EFA device)"
+else
+  fail "probe on the ml.p5.48xlarge node: efa-device-count '$(efa_check)'"
+fi
 k apply -f "$work/pytorchjob.yaml" >/dev/null
 if eventually 60 held pytorchjob llama; then
   pass "gate: PyTorchJob llama held ($(k -n team get pytorchjob llama -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].message}'))"
@@ -420,7 +444,7 @@ spec:
   template:
     spec:
       restartPolicy: Never
-      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
       containers:
         - name: train
           image: $2
@@ -524,6 +548,136 @@ if eventually 120 transport_is onefa "True EFA"; then
     fail "Job onefa on EFA got an EFATcpFallback Event"
 else
   fail "Job onefa: NcclTransport '$(transport onefa)', want True EFA; its log: $(k -n diag logs job/onefa 2>&1 | tail -2)"
+fi
+
+# ---------------------------------------------------------------- 6. HyperPodPyTorchJob: the pods held
+# The CRD is shaped like AWS's (its operator is closed source, its chart out of reach), and no
+# operator runs behind it: the test makes the job's pods as HyperPod's operator does (label
+# HPJob=<job>, owned by the job). The job has no suspend field the gate could use: the webhook
+# gives its pods the scheduling gate ncclguard.io/validated-nodes, the controller lifts it.
+k apply --server-side -f "$root/tests/controlplane/crds/hyperpodpytorchjob-crd.yaml" >/dev/null
+k wait --for condition=established --timeout=60s crd/hyperpodpytorchjobs.sagemaker.amazonaws.com >/dev/null
+probe_checks "$failing_checks" false
+cat >"$work/hyperpod.yaml" <<YAML
+apiVersion: sagemaker.amazonaws.com/v1
+kind: HyperPodPyTorchJob
+metadata: {name: hp, namespace: team}
+spec:
+  nprocPerNode: "4"
+  runPolicy: {cleanPodPolicy: None, jobMaxRetryCount: 0}
+  replicaSpecs:
+    - name: pods
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
+          containers:
+            - name: pytorch
+              image: $image
+              imagePullPolicy: Never
+              command: [hyperpodrun, --nnodes=2, --nproc-per-node=4, train.py]
+              resources:
+                limits: {nvidia.com/gpu: 4, memory: 64Mi, cpu: 100m}
+YAML
+hp_marked() { [[ "$(k -n team get hyperpodpytorchjob hp -o jsonpath='{.metadata.annotations.ncclguard\.io/gate}')" == pending ]]; }
+if eventually 60 k apply -f "$work/hyperpod.yaml" && hp_marked && eventually 60 held hyperpodpytorchjob hp; then
+  pass "HyperPodPyTorchJob hp: marked ncclguard.io/gate=pending (no suspend field), held: $(k -n team get hyperpodpytorchjob hp -o jsonpath='{.status.conditions[?(@.type=="NcclPreflight")].message}')"
+else
+  fail "HyperPodPyTorchJob hp not held: '$(preflight hyperpodpytorchjob hp)', gate '$(k -n team get hyperpodpytorchjob hp -o jsonpath='{.metadata.annotations}' 2>&1)'"
+fi
+hp_uid="$(k -n team get hyperpodpytorchjob hp -o jsonpath='{.metadata.uid}')"
+for i in 0 1; do
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hp-pods-$i
+  namespace: team
+  labels: {HPJob: hp}
+  ownerReferences:
+    - {apiVersion: sagemaker.amazonaws.com/v1, kind: HyperPodPyTorchJob, name: hp, uid: $hp_uid, controller: true}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
+  containers:
+    - name: pytorch
+      image: $image
+      imagePullPolicy: Never
+      command: [sleep, "2"]
+      resources:
+        limits: {nvidia.com/gpu: 4, memory: 64Mi, cpu: 100m}
+---
+YAML
+done >"$work/hyperpod-pods.yaml"
+k apply -f "$work/hyperpod-pods.yaml" >/dev/null
+hp_pods() { # name:gates:PodScheduled reason:EFA limit:node, each pod
+  k -n team get pods -l HPJob=hp -o jsonpath='{range .items[*]}{.metadata.name}:{.spec.schedulingGates[*].name}:{.status.conditions[?(@.type=="PodScheduled")].reason}:{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa}:{.spec.nodeName} {end}'
+}
+gate="ncclguard.io/validated-nodes"
+hp_gated() { [[ "$(hp_pods)" == "hp-pods-0:$gate:SchedulingGated:16: hp-pods-1:$gate:SchedulingGated:16: " ]]; }
+sleep 5 # a gated pod that would be let go is let go within this
+if eventually 60 hp_gated && hp_gated && [[ "$(k -n team get pods -l HPJob=hp --no-headers | grep -c SchedulingGated)" == 2 ]]; then
+  pass "pods of hp held by the scheduling gate: kubectl get pods shows both SchedulingGated ($(hp_pods))"
+else
+  fail "pods of hp: $(hp_pods)"
+fi
+probe_checks "$passing_checks" true
+hp_released() {
+  [[ "$(hp_pods)" == "hp-pods-0:::16:$NODE_NAME hp-pods-1:::16:$NODE_NAME " ]]
+}
+hp_done() { [[ "$(k -n team get pods -l HPJob=hp -o jsonpath='{.items[*].status.phase}')" == "Succeeded Succeeded" ]]; }
+if eventually 60 released hyperpodpytorchjob hp && eventually 60 hp_released && eventually 120 hp_done; then
+  pass "released together once the node validated: HyperPodPyTorchJob hp NcclPreflight=True, both pods ungated, bound and Succeeded ($(hp_pods))"
+else
+  fail "HyperPodPyTorchJob hp: '$(preflight hyperpodpytorchjob hp)', pods $(hp_pods) $(k -n team get pods -l HPJob=hp -o jsonpath='{.items[*].status.phase}')"
+fi
+admitted_events="$(k -n team get events --field-selector involvedObject.kind=HyperPodPyTorchJob,involvedObject.name=hp,reason=Admitted -o name | wc -l)"
+if [[ "$admitted_events" == 1 ]]; then
+  pass "one Admitted Event on HyperPodPyTorchJob hp"
+else
+  fail "$admitted_events Admitted Events on hp"
+fi
+
+# ---------------------------------------------------------------- 7. an instance type in no catalog
+# The node relabelled with a type no catalog lists, its device plugins advertising 8 GPUs and 4
+# EFA devices: the controller learns it, and a pod selecting it is given its share.
+k label node "$NODE_NAME" --overwrite node.kubernetes.io/instance-type=x9.48xlarge >/dev/null
+k patch node "$NODE_NAME" --subresource=status --type=merge -p '{"status":{"capacity":{"vpc.amazonaws.com/efa":"4"}}}' >/dev/null
+if eventually 60 observed_is x9.48xlarge "8 4 1"; then
+  sleep 2 # every replica's webhook follows the NcclPolicy through its cache
+  pass "learned from the node: x9.48xlarge 8 GPUs, 4 EFA in NcclPolicy default's status"
+else
+  fail "x9.48xlarge not learned: $(k get ncclpolicy default -o jsonpath='{.status.observedInstanceTypes}')"
+fi
+cat >"$work/learned-pod.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: learned, namespace: team}
+spec:
+  restartPolicy: Never
+  nodeSelector: {node.kubernetes.io/instance-type: x9.48xlarge}
+  containers:
+    - name: pytorch
+      image: $image
+      imagePullPolicy: Never
+      command: ["true"]
+      resources:
+        limits: {nvidia.com/gpu: 4, memory: 64Mi, cpu: 100m}
+YAML
+k apply -f "$work/learned-pod.yaml" >/dev/null
+learned_done() { [[ "$(k -n team get pod learned -o jsonpath='{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa} {.status.phase}')" == "2 Succeeded" ]]; }
+if eventually 120 learned_done; then
+  pass "a pod of 4 GPUs on x9.48xlarge was given 2 EFA devices (half the node's 4, as learned) and Succeeded"
+else
+  fail "pod learned: $(k -n team get pod learned -o jsonpath='{.spec.containers[0].resources.limits} {.status.phase}')"
+fi
+k get ncclpolicy default -o yaml >"$work/catalog.yaml"
+"$build/cli/ncclguard" lint --catalog "$work/catalog.yaml" "$work/learned-pod.yaml" >"$work/lint-catalog.txt" 2>&1 || true
+if grep -q 'efa-resources-missing' "$work/lint-catalog.txt" && grep -q 'vpc.amazonaws.com/efa: 2' "$work/lint-catalog.txt"; then
+  pass "offline: ncclguard lint --catalog <kubectl get ncclpolicy default -o yaml> asks for the same 2 EFA devices"
+else
+  fail "lint --catalog: $(cat "$work/lint-catalog.txt")"
 fi
 
 echo "training_tests: $failures failure(s) in $((SECONDS - begin))s"
