@@ -24,6 +24,32 @@ Json AddOp(const std::string& path, Json value) {
   return Json{{"op", "add"}, {"path", path}, {"value", std::move(value)}};
 }
 
+// The value of one of the object's labels; "" when absent or not a string (the API server never
+// stores such labels).
+std::string_view LabelValue(const Json& object, std::string_view key) {
+  const JsonPointer labels_at("/metadata/labels");
+  if (!object.is_object() || !object.contains(labels_at)) return {};
+  const Json& labels = object.at(labels_at);
+  if (!labels.is_object()) return {};
+  const auto value = labels.find(std::string(key));
+  return value != labels.end() && value->is_string()
+             ? std::string_view(value->get_ref<const std::string&>())
+             : std::string_view{};
+}
+
+// The pod's spec.schedulingGates, or nullptr.
+const Json* SchedulingGates(const Json& pod) {
+  const JsonPointer gates_at("/spec/schedulingGates");
+  if (!pod.is_object() || !pod.contains(gates_at) || !pod.at(gates_at).is_array()) return nullptr;
+  return &pod.at(gates_at);
+}
+
+bool GateNamed(const Json& gate, std::string_view name) {
+  if (!gate.is_object()) return false;
+  const auto found = gate.find("name");
+  return found != gate.end() && found->is_string() && found->get_ref<const std::string&>() == name;
+}
+
 }  // namespace
 
 bool IsManagedJob(const Json& object, WorkloadKind kind) {
@@ -74,27 +100,15 @@ Json GateMarkPatch(const Json& job, WorkloadKind kind) {
 }
 
 bool HasSchedulingGate(const Json& pod, std::string_view name) {
-  const Json* gates = pod.contains(JsonPointer("/spec/schedulingGates"))
-                          ? &pod.at(JsonPointer("/spec/schedulingGates"))
-                          : nullptr;
-  if (gates == nullptr || !gates->is_array()) return false;
-  return std::any_of(gates->begin(), gates->end(), [&](const Json& gate) {
-    const auto found = gate.is_object() ? gate.find("name") : gate.end();
-    return gate.is_object() && found != gate.end() && found->is_string() &&
-           found->get_ref<const std::string&>() == name;
-  });
+  const Json* gates = SchedulingGates(pod);
+  return gates != nullptr && std::any_of(gates->begin(), gates->end(),
+                                         [&](const Json& gate) { return GateNamed(gate, name); });
 }
 
 std::optional<WorkloadKind> PodGatedJobOf(const Json& pod) {
-  const auto labels_at = JsonPointer("/metadata/labels");
-  if (!pod.is_object() || !pod.contains(labels_at) || !pod.at(labels_at).is_object()) {
-    return std::nullopt;
-  }
-  const Json& labels = pod.at(labels_at);
   for (const KindInfo& info : ManagedKinds()) {
-    if (!PodGated(info) || info.pod_job_label.empty()) continue;
-    const auto name = labels.find(std::string(info.pod_job_label));
-    if (name != labels.end() && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+    if (PodGated(info) && !info.pod_job_label.empty() &&
+        !LabelValue(pod, info.pod_job_label).empty()) {
       return info.kind;
     }
   }
@@ -102,17 +116,9 @@ std::optional<WorkloadKind> PodGatedJobOf(const Json& pod) {
 }
 
 bool ManagedByKueue(const Json& pod) {
-  if (HasSchedulingGate(pod, kKueueAdmissionGate)) return true;
-  const auto labels_at = JsonPointer("/metadata/labels");
-  if (!pod.is_object() || !pod.contains(labels_at) || !pod.at(labels_at).is_object()) return false;
-  const Json& labels = pod.at(labels_at);
-  for (const std::string_view key : {kKueueQueueNameLabel, kKueueManagedLabel}) {
-    const auto value = labels.find(std::string(key));
-    if (value != labels.end() && value->is_string() &&
-        !value->get_ref<const std::string&>().empty())
-      return true;
-  }
-  return false;
+  return HasSchedulingGate(pod, kKueueAdmissionGate) ||
+         !LabelValue(pod, kKueueQueueNameLabel).empty() ||
+         !LabelValue(pod, kKueueManagedLabel).empty();
 }
 
 Json PodSchedulingGatePatch(const Json& pod) {
@@ -120,8 +126,7 @@ Json PodSchedulingGatePatch(const Json& pod) {
     throw InputError("/spec: missing; a pod without a spec cannot be gated");
   }
   const Json gate{{"name", std::string(kSchedulingGate)}};
-  const JsonPointer gates("/spec/schedulingGates");
-  if (pod.contains(gates) && pod.at(gates).is_array()) {
+  if (SchedulingGates(pod) != nullptr) {
     return Json::array({AddOp("/spec/schedulingGates/-", gate)});
   }
   return Json::array({AddOp("/spec/schedulingGates", Json::array({gate}))});
@@ -129,15 +134,10 @@ Json PodSchedulingGatePatch(const Json& pod) {
 
 Json SchedulingGatesWithout(const Json& pod, std::string_view name) {
   Json kept = Json::array();
-  const JsonPointer gates("/spec/schedulingGates");
-  if (!pod.contains(gates) || !pod.at(gates).is_array()) return kept;
-  for (const Json& gate : pod.at(gates)) {
-    const auto found = gate.is_object() ? gate.find("name") : gate.end();
-    if (gate.is_object() && found != gate.end() && found->is_string() &&
-        found->get_ref<const std::string&>() == name) {
-      continue;
+  if (const Json* gates = SchedulingGates(pod)) {
+    for (const Json& gate : *gates) {
+      if (!GateNamed(gate, name)) kept.push_back(gate);
     }
-    kept.push_back(gate);
   }
   return kept;
 }
