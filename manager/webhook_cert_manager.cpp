@@ -337,6 +337,10 @@ void WebhookCertManager::Run(const kube::StopToken& stop) {
     std::chrono::milliseconds wait = options_.sync_interval;
     try {
       SyncOnce();
+      // A webhook configuration created after this replica's sync (Helm creates them after the
+      // Deployment) has no caBundle, and the API server refuses this replica's certificate
+      // until it gets one: look again soon, not a whole sync interval later.
+      if (!missing_configurations_.empty()) wait = options_.retry_interval;
     } catch (const std::exception& e) {
       wait = options_.retry_interval;
       log::Warn("webhook certificates not synced; retrying",

@@ -30,6 +30,8 @@
 #      and runs, and `ncclguard lint --catalog` on `kubectl get ncclpolicy` says the same
 #
 # The node is named as SageMaker HyperPod names its nodes: ml.p5.48xlarge; every job selects that.
+# First the controller learns it from the node's capacity, and the probe (its /sys and /dev the
+# p5-32efa fixture: this host has no EFA device) sizes it from the catalog and passes it.
 #
 # Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
 # Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
@@ -119,6 +121,24 @@ if eventually 60 observed_is ml.p5.48xlarge "8 32 1"; then
 else
   fail "NcclPolicy default observed '$(observed ml.p5.48xlarge)' for ml.p5.48xlarge: $(k get ncclpolicy default -o jsonpath='{.status}')"
 fi
+# The probe on the HyperPod node, publishing its NodeValidation, with the p5-32efa fixture as the
+# host's /sys and /dev (this host has no EFA device) less its DMI product name: it takes the
+# instance type from the node's ml.p5.48xlarge label and passes the EFA count. Then the node is
+# unvalidated again for test 1.
+cp -r "$root/tests/fixtures/probe/p5-32efa" "$work/hyperpod-host"
+rm "$work/hyperpod-host/sys/devices/virtual/dmi/id/product_name"
+"$build/cli/ncclguard" probe --once --publish --node-name "$NODE_NAME" --check efa-device-count \
+  --host-root "$work/hyperpod-host" >"$work/probe-fixture.log" 2>&1 || true
+efa_validation() {
+  k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.instanceType} {range .status.checks[?(@.id=="efa-device-count")]}{.status} expected {.expected}: {.message}{end}'
+}
+if [[ "$(efa_validation 2>&1)" == "ml.p5.48xlarge Pass expected 32 (p5.48xlarge): 32 EFA devices, as p5.48xlarge has" ]]; then
+  pass "probe (fixture /sys and /dev) on the ml.p5.48xlarge node: NodeValidation $(efa_validation)"
+else
+  fail "probe on the ml.p5.48xlarge node: NodeValidation '$(efa_validation 2>&1)'; $(tail -3 "$work/probe-fixture.log")"
+fi
+k delete nodevalidation "$NODE_NAME" >/dev/null 2>&1 || true
+k label node "$NODE_NAME" ncclguard.io/validated- >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- the jobs
 # Test 1's Indexed Job: what each pod prints is what the fixes did. Then the two ranks meet:
