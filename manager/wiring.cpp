@@ -32,9 +32,19 @@ Json FieldOrNull(const Json* object, const char* field) {
   return found == object->end() ? Json(nullptr) : *found;
 }
 
-Json ObservedCatalogOf(const Json* object) {
+// The counts of the learned catalog (name, GPUs, EFA devices per type): what the policy in force
+// takes from the NcclPolicy's status. Nodes joining or leaving a type change the status, not these.
+Json ObservedCountsOf(const Json* object) {
   const Json status = FieldOrNull(object, "status");
-  return FieldOrNull(&status, "observedInstanceTypes");
+  const Json list = FieldOrNull(&status, "observedInstanceTypes");
+  if (!list.is_array()) return nullptr;
+  Json counts = Json::array();
+  for (const Json& entry : list) {
+    if (!entry.is_object()) continue;
+    counts.push_back(Json::array({entry.value("name", Json()), entry.value("gpus", Json()),
+                                  entry.value("efaDevices", Json())}));
+  }
+  return counts;
 }
 
 Json Labels(const Json* object) {
@@ -176,7 +186,7 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
          return IsPolicyObject(change.object()) &&
                 (change.old_object == nullptr || change.new_object == nullptr ||
                  FieldOrNull(change.old_object, "spec") != FieldOrNull(change.new_object, "spec") ||
-                 ObservedCatalogOf(change.old_object) != ObservedCatalogOf(change.new_object));
+                 ObservedCountsOf(change.old_object) != ObservedCountsOf(change.new_object));
        }});
   spec.all_keys = [&caches] { return Jobs(caches, [](const Json&) { return true; }); };
   spec.reconcile = [&caches, &policy, pod_logs](const JobKey& key) {

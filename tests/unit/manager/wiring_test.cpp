@@ -122,6 +122,44 @@ TEST_F(Wiring, ServicesMapToTheirControllingJobAndEventDeletionsToNothing) {
             (std::vector<JobKey>{{core::WorkloadKind::JobSet, "team-a", "js"}}));
 }
 
+// The catalog learned from the nodes is policy: its counts changing requeues every job; a node
+// joining a type (the same counts) does not.
+TEST_F(Wiring, TrainingJobsAreRequeuedWhenTheLearnedCountsChangeNotWhenNodesComeAndGo) {
+  const auto spec = manager::TrainingJobController(caches_, policy_, 2);
+  const auto& watch = WatchOf(spec, caches_.policies());
+  Json before = Object("", "default");
+  before["status"]["observedInstanceTypes"] =
+      Json::array({{{"name", "x9.48xlarge"}, {"gpus", 8}, {"efaDevices", 4}, {"nodes", 1}}});
+  Json more_nodes = before;
+  more_nodes["status"]["observedInstanceTypes"][0]["nodes"] = 2;
+  more_nodes["status"]["observedInstanceTypes"][0]["nodeNames"] = {"a", "b"};
+  Json more_efa = more_nodes;
+  more_efa["status"]["observedInstanceTypes"][0]["efaDevices"] = 8;
+  EXPECT_FALSE(Matters(watch, &before, &more_nodes));
+  EXPECT_TRUE(Matters(watch, &more_nodes, &more_efa));
+}
+
+// Nodes matter to the policy controller when what the catalog reads of them changes.
+TEST_F(Wiring, ThePolicyControllerLearnsFromNodeCapacityAndLabelsOnly) {
+  const auto policies = manager::NcclPolicyController(caches_);
+  const auto& watch = WatchOf(policies, caches_.nodes());
+  Json node = Object("", "n1");
+  node["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "ml.p5.48xlarge";
+  node["status"]["capacity"] = {{"nvidia.com/gpu", "8"}, {"vpc.amazonaws.com/efa", "32"}};
+  Json cordoned = node;
+  cordoned["spec"]["unschedulable"] = true;
+  Json fewer = node;
+  fewer["status"]["capacity"]["vpc.amazonaws.com/efa"] = "16";
+  Json relabelled = node;
+  relabelled["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "x9.48xlarge";
+  EXPECT_EQ(watch.map(node), std::vector<PolicyKey>{{"default"}});
+  EXPECT_TRUE(Matters(watch, nullptr, &node));
+  EXPECT_FALSE(Matters(watch, &node, &cordoned));
+  EXPECT_TRUE(Matters(watch, &node, &fewer));
+  EXPECT_TRUE(Matters(watch, &node, &relabelled));
+  EXPECT_TRUE(Matters(watch, &node, nullptr));
+}
+
 TEST_F(Wiring, ThePolicyControllerSharesTheNcclPolicyCacheAndReadsOnlyDefault) {
   const auto jobs = manager::TrainingJobController(caches_, policy_, 2);
   const auto policies = manager::NcclPolicyController(caches_);
