@@ -199,8 +199,14 @@ fixed() { # one admission of the trainer pod; prints its EFA limit
   printf '%s' "$trainer" | k -n team create --dry-run=server -f - \
     -o jsonpath='{.spec.containers[0].resources.limits.vpc\.amazonaws\.com/efa}'
 }
-if [[ "$(fixed 2>&1)" == 32 ]]; then
-  pass "webhook through its Service: a pod in an opted-in namespace comes back fixed (32 EFA devices added)"
+# kube-apiserver reads the caBundle the controller writes through its own informer: right after
+# the install, an admission may still be checked against the configuration's empty bundle (one run
+# of 5 failed so here: "x509: certificate signed by unknown authority"). Retried for 30 s at
+# most, and how long it took is said.
+admission_start=$SECONDS
+fixed_with_efa() { [[ "$(fixed 2>/dev/null)" == 32 ]]; }
+if eventually 30 fixed_with_efa; then
+  pass "webhook through its Service: a pod in an opted-in namespace comes back fixed (32 EFA devices added; answered after $((SECONDS - admission_start))s)"
 else
   fail "webhook: $(fixed 2>&1 | tail -3)"
 fi
