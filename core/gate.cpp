@@ -24,19 +24,6 @@ Json AddOp(const std::string& path, Json value) {
   return Json{{"op", "add"}, {"path", path}, {"value", std::move(value)}};
 }
 
-// The value of one of the object's labels; "" when absent or not a string (the API server never
-// stores such labels).
-std::string_view LabelValue(const Json& object, std::string_view key) {
-  const JsonPointer labels_at("/metadata/labels");
-  if (!object.is_object() || !object.contains(labels_at)) return {};
-  const Json& labels = object.at(labels_at);
-  if (!labels.is_object()) return {};
-  const auto value = labels.find(std::string(key));
-  return value != labels.end() && value->is_string()
-             ? std::string_view(value->get_ref<const std::string&>())
-             : std::string_view{};
-}
-
 // The pod's spec.schedulingGates, or nullptr.
 const Json* SchedulingGates(const Json& pod) {
   const JsonPointer gates_at("/spec/schedulingGates");
@@ -55,15 +42,7 @@ bool GateNamed(const Json& gate, std::string_view name) {
 bool IsManagedJob(const Json& object, WorkloadKind kind) {
   const KindInfo& info = KindInfoOf(kind);
   if (!info.job) return false;
-  if (info.opt_in_label.empty()) return true;
-  if (!object.is_object()) return false;
-  const auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return false;
-  const auto labels = metadata->find("labels");
-  if (labels == metadata->end() || !labels->is_object()) return false;
-  const auto value = labels->find(std::string(info.opt_in_label));
-  return value != labels->end() && value->is_string() &&
-         value->get_ref<const std::string&>() == "true";
+  return info.opt_in_label.empty() || LabelValue(object, info.opt_in_label) == "true";
 }
 
 JsonPointer SuspendPointer(WorkloadKind kind) {
@@ -116,8 +95,7 @@ std::optional<WorkloadKind> PodGatedJobOf(const Json& pod) {
 }
 
 bool ManagedByKueue(const Json& pod) {
-  return HasSchedulingGate(pod, kKueueAdmissionGate) ||
-         !LabelValue(pod, kKueueQueueNameLabel).empty() ||
+  return HasSchedulingGate(pod, kKueueAdmissionGate) || QueuedByKueue(pod) ||
          !LabelValue(pod, kKueueManagedLabel).empty();
 }
 

@@ -1,17 +1,9 @@
 #include "core/hyperpod.h"
 
+#include "core/json_access.h"
+
 namespace ncclguard::core {
 namespace {
-
-std::optional<std::string> LabelOf(const Json& node, std::string_view key) {
-  const auto metadata = node.find("metadata");
-  if (metadata == node.end() || !metadata->is_object()) return std::nullopt;
-  const auto labels = metadata->find("labels");
-  if (labels == metadata->end() || !labels->is_object()) return std::nullopt;
-  const auto value = labels->find(std::string(key));
-  if (value == labels->end() || !value->is_string()) return std::nullopt;
-  return value->get<std::string>();
-}
 
 // The value of a NoSchedule or NoExecute taint with `key`, if the node has one.
 std::optional<std::string> TaintOf(const Json& node, std::string_view key) {
@@ -33,9 +25,9 @@ std::optional<std::string> TaintOf(const Json& node, std::string_view key) {
 std::optional<std::string> HyperPodUnhealthy(const Json& node, const HyperPodHealthPolicy& policy) {
   if (!node.is_object()) return std::nullopt;
   if (policy.node_health) {
-    const auto health = LabelOf(node, kHyperPodHealthLabel);
-    if (health && !health->empty() && *health != kHyperPodSchedulable) {
-      return "HyperPod marks it " + *health;
+    const std::string_view health = LabelValue(node, kHyperPodHealthLabel);
+    if (!health.empty() && health != kHyperPodSchedulable) {
+      return "HyperPod marks it " + std::string(health);
     }
     if (const auto taint = TaintOf(node, kHyperPodHealthLabel)) {
       return "HyperPod taints it " + std::string(kHyperPodHealthLabel) +
@@ -43,12 +35,12 @@ std::optional<std::string> HyperPodUnhealthy(const Json& node, const HyperPodHea
     }
   }
   if (policy.deep_health_check) {
-    const auto deep = LabelOf(node, kHyperPodDeepHealthLabel);
-    if (deep && *deep == kHyperPodDeepHealthInProgress) {
+    const std::string_view deep = LabelValue(node, kHyperPodDeepHealthLabel);
+    if (deep == kHyperPodDeepHealthInProgress) {
       return "its HyperPod deep health check is InProgress";
     }
-    if (deep && !deep->empty() && *deep != kHyperPodDeepHealthPassed) {
-      return "its HyperPod deep health check " + *deep;
+    if (!deep.empty() && deep != kHyperPodDeepHealthPassed) {
+      return "its HyperPod deep health check " + std::string(deep);
     }
     if (const auto taint = TaintOf(node, kHyperPodDeepHealthLabel)) {
       return "HyperPod taints it " + std::string(kHyperPodDeepHealthLabel) +

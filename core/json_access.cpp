@@ -174,4 +174,16 @@ std::string EscapePointerToken(std::string_view token) {
   return out;
 }
 
+std::string_view LabelValue(const Json& object, std::string_view key) {
+  if (!object.is_object()) return {};
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return {};
+  const auto labels = metadata->find("labels");
+  if (labels == metadata->end() || !labels->is_object()) return {};
+  const auto value = labels->find(std::string(key));
+  return value != labels->end() && value->is_string()
+             ? std::string_view(value->get_ref<const std::string&>())
+             : std::string_view{};
+}
+
 }  // namespace ncclguard::core

@@ -25,6 +25,10 @@ std::optional<std::string> ChildString(const Json& node, std::string_view key,
                                        const JsonPointer& node_at);
 std::optional<bool> ChildBool(const Json& node, std::string_view key, const JsonPointer& node_at);
 
+// The value of one of the object's labels (metadata.labels); "" when absent or not a string (the
+// API server never stores such labels). The view lives as long as `object`.
+std::string_view LabelValue(const Json& object, std::string_view key);
+
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapePointerToken(std::string_view token);
 

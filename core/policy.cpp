@@ -32,18 +32,6 @@ std::string InstanceFamily(std::string_view instance_type) {
   return normal.substr(0, normal.find('.'));
 }
 
-std::string_view CatalogSourceName(CatalogSource source) {
-  switch (source) {
-    case CatalogSource::BuiltIn:
-      return "built-in";
-    case CatalogSource::Observed:
-      return "observed";
-    case CatalogSource::Policy:
-      return "policy";
-  }
-  return "built-in";
-}
-
 std::string CatalogSourceNote(const InstanceType& type) {
   switch (type.source) {
     case CatalogSource::Observed:

@@ -27,8 +27,6 @@ enum class CatalogSource {
   Policy,    // the NcclPolicy's spec.instanceTypes: the admin's word, above the others
 };
 
-std::string_view CatalogSourceName(CatalogSource source);  // "built-in", "observed", "policy"
-
 struct InstanceType {
   std::string name;  // normalised, e.g. "p5.48xlarge"
   int efa_devices = 0;
