@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <unordered_map>
 
 #include "core/documents.h"
 #include "core/errors.h"
@@ -31,6 +32,31 @@ std::string InstanceFamily(std::string_view instance_type) {
   const std::string normal = NormalizeInstanceType(instance_type);
   return normal.substr(0, normal.find('.'));
 }
+
+namespace {
+
+// The catalog's entries by name, for adding many at once: one lookup each instead of a search of
+// the list (a --catalog file of 100,000 types took 10 s that way).
+class CatalogIndex {
+ public:
+  explicit CatalogIndex(std::vector<InstanceType>& types) : types_(types) {
+    for (std::size_t i = 0; i < types.size(); ++i) at_.emplace(types[i].name, i);
+  }
+  InstanceType* Find(const std::string& name) {
+    const auto found = at_.find(name);
+    return found == at_.end() ? nullptr : &types_[found->second];
+  }
+  void Add(InstanceType type) {
+    at_.emplace(type.name, types_.size());
+    types_.push_back(std::move(type));
+  }
+
+ private:
+  std::vector<InstanceType>& types_;
+  std::unordered_map<std::string, std::size_t> at_;
+};
+
+}  // namespace
 
 std::string CatalogSourceNote(const InstanceType& type) {
   switch (type.source) {
@@ -61,19 +87,18 @@ const InstanceType* Policy::FindInstanceType(std::string_view name) const {
 }
 
 void Policy::Learn(const std::vector<ObservedInstanceType>& observed) {
+  CatalogIndex index(instance_types);
   for (const ObservedInstanceType& seen : observed) {
-    const std::string normal = NormalizeInstanceType(seen.name);
+    std::string normal = NormalizeInstanceType(seen.name);
     if (normal.find('.') == std::string::npos || seen.gpus < 1) continue;
-    auto it = std::find_if(instance_types.begin(), instance_types.end(),
-                           [&](const InstanceType& t) { return t.name == normal; });
-    if (it == instance_types.end()) {
-      instance_types.push_back(
-          {normal, seen.efa_devices, seen.gpus, false, CatalogSource::Observed});
+    InstanceType* known = index.Find(normal);
+    if (known == nullptr) {
+      index.Add({std::move(normal), seen.efa_devices, seen.gpus, false, CatalogSource::Observed});
       continue;
     }
-    if (it->source == CatalogSource::Policy) continue;  // the admin's word stands
-    it->gpus = std::max(it->gpus, seen.gpus);
-    it->efa_devices = std::max(it->efa_devices, seen.efa_devices);
+    if (known->source == CatalogSource::Policy) continue;  // the admin's word stands
+    known->gpus = std::max(known->gpus, seen.gpus);
+    known->efa_devices = std::max(known->efa_devices, seen.efa_devices);
   }
 }
 
@@ -133,6 +158,7 @@ YAML::Node RequireMap(const YAML::Node& node, const std::string& where) {
 
 void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
   if (!list.IsSequence()) throw PolicyError("spec.instanceTypes: expected a list");
+  CatalogIndex index(policy.instance_types);
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string where = "spec.instanceTypes[" + std::to_string(i) + "]";
     const YAML::Node item = RequireMap(list[i], where);
@@ -145,7 +171,8 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
       throw PolicyError(where + ".name: \"" + written +
                         "\" is not an instance type like p5.48xlarge");
     }
-    if (const InstanceType* existing = policy.FindInstanceType(type.name)) type = *existing;
+    InstanceType* existing = index.Find(type.name);
+    if (existing != nullptr) type = *existing;
     type.source = CatalogSource::Policy;
     if (item["efaDevices"]) {
       type.efa_devices = Scalar<int>(item["efaDevices"], where + ".efaDevices", "an integer");
@@ -160,12 +187,10 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
     }
     if (type.gpus < 1 || type.gpus > 64)
       throw PolicyError(where + ".gpus: must be between 1 and 64");
-    auto it = std::find_if(policy.instance_types.begin(), policy.instance_types.end(),
-                           [&](const InstanceType& t) { return t.name == type.name; });
-    if (it != policy.instance_types.end()) {
-      *it = type;
+    if (existing != nullptr) {
+      *existing = std::move(type);
     } else {
-      policy.instance_types.push_back(type);
+      index.Add(std::move(type));
     }
   }
 }
