@@ -23,7 +23,8 @@ FileAnalysis AnalyzeText(const std::string& path, std::string_view text,
                          const core::Policy& policy);
 
 // Reads, parses and evaluates every file before anything is written, so an error in the last
-// file leaves stdout empty. Throws core::InputError "FILE: document N: reason".
+// file leaves stdout empty; a TrainJob is checked with its runtime when one of the files holds
+// it (else by itself). Throws core::InputError "FILE: document N: reason".
 std::vector<FileAnalysis> AnalyzeFiles(const std::vector<std::string>& paths,
                                        const core::Policy& policy);
 

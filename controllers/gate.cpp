@@ -58,7 +58,7 @@ void FirstFailure(const Json& validation, std::string& check, std::string& detai
 std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy) {
   const auto workload = core::ParseWorkload(job);
   if (!workload) return {};
-  return NodeDemands(job, workload->templates, policy);
+  return NodeDemands(workload->Subject(job), workload->templates, policy);
 }
 
 std::vector<NodeDemand> NodeDemands(const Json& job,

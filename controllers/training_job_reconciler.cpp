@@ -48,7 +48,9 @@ bool OwnedBy(const Json& pod, std::string_view kind) {
 }
 
 // Whether a pod that carries info.pod_job_label is a job of info's kind: the label's only kind;
-// among kinds sharing the label, the first a pod's owner names, else the one marked the fallback.
+// among kinds sharing the label, the first a pod's owner names, else the one marked the fallback,
+// else each of them (a TrainJob's pods and a JobSet's are both owned by Jobs and labelled with the
+// JobSet's name: the reconcile of the kind that has no job of that name does nothing).
 bool OwnsLabelledPod(const core::KindInfo& info, const Json& pod) {
   const auto kinds = core::ManagedKinds();
   const auto shares_label = [&](const core::KindInfo& other) {
@@ -62,6 +64,7 @@ bool OwnsLabelledPod(const core::KindInfo& info, const Json& pod) {
     if (owner == nullptr && OwnedBy(pod, other.kind_name)) owner = &other;
     if (other.pod_label_fallback) fallback = &other;
   }
+  if (owner == nullptr && fallback == nullptr) return true;
   return (owner != nullptr ? owner : fallback) == &info;
 }
 

@@ -41,8 +41,11 @@ inline constexpr std::string_view kReportingController = "ncclguard.io/controlle
 // spec.controllerName of the Kueue AdmissionChecks the controller answers (core/kueue.h).
 inline constexpr std::string_view kPreflightCheckController = "ncclguard.io/preflight";
 
+// The manager of ncclguard's entry in a TrainJob's spec.runtimePatches (core/trainjob.h).
+inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
+
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 12> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 13> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -53,7 +56,8 @@ inline constexpr std::array<std::string_view, 12> kContractNames{kApiVersion,
                                                                  kDiagnosisAnnotation,
                                                                  kReportingController,
                                                                  kApiGroup,
-                                                                 kPreflightCheckController};
+                                                                 kPreflightCheckController,
+                                                                 kRuntimePatchManager};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/guide.h"
+#include "core/json_access.h"
 #include "core/rule.h"
+#include "core/trainjob.h"
 #include "core/workload.h"
 
 namespace ncclguard::core {
@@ -54,7 +56,7 @@ const std::vector<const Rule*>& FixRulesInOrder() {
 }  // namespace
 
 Evaluation Evaluate(Json object, const Policy& policy, const EvaluateOptions& options) {
-  const std::optional<Workload> workload = ParseWorkload(object);
+  const std::optional<Workload> workload = ParseWorkload(object, options.runtimes);
   if (!workload) {
     Evaluation result;
     result.fixed = std::move(object);
@@ -63,13 +65,14 @@ Evaluation Evaluate(Json object, const Policy& policy, const EvaluateOptions& op
   return Evaluate(std::move(object), *workload, policy, options);
 }
 
-Evaluation Evaluate(Json object, const Workload& parsed, const Policy& policy,
-                    const EvaluateOptions& options) {
+namespace {
+
+// The rules over `working`, the object the workload's templates point into; findings name `ref`.
+Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref,
+                      const Policy& policy, const EvaluateOptions& options) {
   Evaluation result;
   const Workload* workload = &parsed;
   result.recognized = true;
-  const ObjectRef ref = ObjectRef::From(object);
-  Json working = std::move(object);
 
   // Fix phase. Facts point into `working`; a template's are re-read after a fix changed it.
   std::vector<TemplateFacts> facts = ReadAllFacts(working, *workload, policy);
@@ -109,6 +112,63 @@ Evaluation Evaluate(Json object, const Workload& parsed, const Policy& policy,
   }
   result.fixed = std::move(working);
   return result;
+}
+
+// Where a finding in the JobSet made of a TrainJob is, in the TrainJob: spec.trainer for the
+// trainer's job "node", which spec.trainer configures, else the runtime it names.
+std::string TrainJobPath(const Json& rendered, const std::string& path) {
+  const std::string jobs = "/spec/replicatedJobs/";
+  if (path.rfind(jobs, 0) != 0) return "/spec/runtimeRef";
+  const std::size_t end = path.find('/', jobs.size());
+  const std::string index = path.substr(jobs.size(), end - jobs.size());
+  const JsonPointer name_at = JsonPointer("/spec/replicatedJobs") / index / "name";
+  const bool trainer = index.find_first_not_of("0123456789") == std::string::npos &&
+                       !index.empty() && rendered.contains(name_at) &&
+                       rendered.at(name_at) == std::string(kTrainerNode);
+  return trainer ? "/spec/trainer" : "/spec/runtimeRef";
+}
+
+// A TrainJob: the rules see the JobSet the Trainer makes of it; the fixes come back as
+// ncclguard's runtime patch where Trainer allows one, the rest happens to the pods.
+Evaluation EvaluateRendered(Json object, const Workload& workload, const Policy& policy,
+                            const EvaluateOptions& options) {
+  const ObjectRef ref = ObjectRef::From(object);
+  Evaluation rendered = EvaluateIn(Json(*workload.rendered), workload, ref, policy, options);
+  Evaluation result;
+  result.recognized = true;
+  result.findings = std::move(rendered.findings);
+  for (Finding& finding : result.findings) {
+    finding.path = TrainJobPath(*workload.rendered, finding.path);
+  }
+  if (!rendered.patch.empty() && !HasRuntimePatch(object)) {
+    if (auto patch = RuntimePatchOf(*workload.rendered, rendered.fixed)) {
+      Json op;
+      if (OptionalArray(object, JsonPointer("/spec/runtimePatches")) != nullptr) {
+        op = Json{{"op", "add"}, {"path", "/spec/runtimePatches/-"}, {"value", std::move(*patch)}};
+      } else if (OptionalObject(object, JsonPointer("/spec")) != nullptr) {
+        op = Json{{"op", "add"},
+                  {"path", "/spec/runtimePatches"},
+                  {"value", Json::array({std::move(*patch)})}};
+      } else {
+        op = Json{{"op", "add"},
+                  {"path", "/spec"},
+                  {"value", {{"runtimePatches", Json::array({std::move(*patch)})}}}};
+      }
+      object.patch_inplace(Json::array({op}));
+      result.patch.push_back(std::move(op));
+    }
+  }
+  result.fixed = std::move(object);
+  return result;
+}
+
+}  // namespace
+
+Evaluation Evaluate(Json object, const Workload& parsed, const Policy& policy,
+                    const EvaluateOptions& options) {
+  if (parsed.rendered) return EvaluateRendered(std::move(object), parsed, policy, options);
+  const ObjectRef ref = ObjectRef::From(object);
+  return EvaluateIn(std::move(object), parsed, ref, policy, options);
 }
 
 }  // namespace ncclguard::core

@@ -5,6 +5,7 @@
 #include "core/finding.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/trainjob.h"
 #include "core/workload.h"
 
 namespace ncclguard::core {
@@ -15,6 +16,8 @@ struct EvaluateOptions {
   // The deny and warn rules; off where only the fixes are wanted (the mutating webhook: its
   // validating twin checks the fixed object).
   bool check_rules = true;
+  // Where a TrainJob's runtime is found (core/trainjob.h); none: it is judged by itself.
+  RuntimeLookup runtimes{};
 };
 
 struct Evaluation {

@@ -39,9 +39,29 @@ bool GateNamed(const Json& gate, std::string_view name) {
 
 }  // namespace
 
+bool ControlledByManagedJob(const Json& object) {
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return false;
+  const auto owners = metadata->find("ownerReferences");
+  if (owners == metadata->end() || !owners->is_array()) return false;
+  for (const Json& owner : *owners) {
+    if (!owner.is_object() || !owner.value("controller", false)) continue;
+    const auto api_version = owner.find("apiVersion");
+    const auto kind = owner.find("kind");
+    if (api_version == owner.end() || kind == owner.end() || !api_version->is_string() ||
+        !kind->is_string()) {
+      continue;
+    }
+    const auto owner_kind =
+        KindOf(api_version->get_ref<const std::string&>(), kind->get_ref<const std::string&>());
+    if (owner_kind && KindInfoOf(*owner_kind).job) return true;
+  }
+  return false;
+}
+
 bool IsManagedJob(const Json& object, WorkloadKind kind) {
   const KindInfo& info = KindInfoOf(kind);
-  if (!info.job) return false;
+  if (!info.job || ControlledByManagedJob(object)) return false;
   return info.opt_in_label.empty() || LabelValue(object, info.opt_in_label) == "true";
 }
 

@@ -16,8 +16,12 @@ namespace ncclguard::core {
 // its KindInfo::opt_in_label is set, in which case only objects labelled with it "true" (a batch
 // Job: ncclguard.io/managed=true). Pods are never managed jobs. The webhook, the controller and
 // the manager all ask this; the namespace opt-in is theirs to check. Lenient: labels of the wrong
-// type read as absent (the API server never stores them).
+// type read as absent (the API server never stores them). A job whose controller is a job of
+// another kind (the JobSet a TrainJob made) is managed through its owner, not by itself.
 bool IsManagedJob(const Json& object, WorkloadKind kind);
+
+// Whether a controller ownerReference of `object` names a job kind.
+bool ControlledByManagedJob(const Json& object);
 
 // Where a job kind keeps its suspend flag: /spec/suspend or /spec/runPolicy/suspend.
 JsonPointer SuspendPointer(WorkloadKind kind);

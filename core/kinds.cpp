@@ -14,8 +14,9 @@ namespace {
 //   batch/v1 Job controller (Kubernetes >= 1.27): batch.kubernetes.io/job-name
 //   SageMaker HyperPod training operator: HPJob (the label the HyperPod CLI and SDK select the
 //   job's pods by: aws/sagemaker-hyperpod-cli, hyperpod_pytorch_job.py list_pods)
-// Pod comes first: ManagedKinds() is the rest of the table.
-constexpr std::array<KindInfo, 6> kKinds{{
+//   Kubeflow Trainer: none of its own; its JobSet, named as the TrainJob, labels them
+// Pod comes first, then the job kinds (ManagedKinds()), then the template kinds.
+constexpr std::array<KindInfo, 9> kKinds{{
     {
         .kind = WorkloadKind::Pod,
         .api_version = "v1",
@@ -71,7 +72,8 @@ constexpr std::array<KindInfo, 6> kKinds{{
         .pod_job_label = "jobset.sigs.k8s.io/jobset-name",
         .rank_zero = {.role_at = "/spec/replicatedJobs/0/name", .index = "-0-0"},
         .service_name_field = "/spec/network/subdomain",
-        .ncclguard_makes_service = true,
+        // The JobSet controller makes the headless Service (network.enableDNSHostnames, on by
+        // default) and sets the pods' hostname and subdomain.
     },
     {
         .kind = WorkloadKind::BatchJob,
@@ -105,7 +107,50 @@ constexpr std::array<KindInfo, 6> kKinds{{
         .condition_style = ConditionStyle::Meta,
         .pod_job_label = "HPJob",
     },
+    {
+        // Kubeflow Trainer v2: the Trainer makes one JobSet named as the TrainJob from its
+        // runtime, whose replicatedJob "node" runs the training container "node"; torchrun's
+        // PET_MASTER_ADDR is <name>-node-0-0.<name>, the JobSet's pod and Service names.
+        .kind = WorkloadKind::TrainJob,
+        .api_version = "trainer.kubeflow.org/v1alpha1",
+        .kind_name = "TrainJob",
+        .resource = "trainjobs",
+        .layout = TemplateLayout::TrainerRuntime,
+        .templates = "/spec/replicatedJobs",  // in the JobSet the Trainer makes (core/trainjob.h)
+        .ranks_per_pod = "/spec/trainer/numProcPerNode",
+        // The runtime's initializers (jobs of their own in the JobSet) fetch data, run no ranks.
+        .rankless_roles = {"dataset-initializer", "model-initializer"},
+        .training_container = "node",
+        .job = true,
+        .suspend_field = "/spec/suspend",
+        .condition_style = ConditionStyle::Meta,
+        .pod_job_label = "jobset.sigs.k8s.io/jobset-name",
+        .rank_zero = {.roles = {"node"}, .index = "-0-0"},
+    },
+    {
+        .kind = WorkloadKind::TrainingRuntime,
+        .api_version = "trainer.kubeflow.org/v1alpha1",
+        .kind_name = "TrainingRuntime",
+        .resource = "trainingruntimes",
+        .layout = TemplateLayout::ReplicatedJobs,
+        .templates = "/spec/template/spec/replicatedJobs",
+        .training_container = "node",
+    },
+    {
+        .kind = WorkloadKind::ClusterTrainingRuntime,
+        .api_version = "trainer.kubeflow.org/v1alpha1",
+        .kind_name = "ClusterTrainingRuntime",
+        .resource = "clustertrainingruntimes",
+        .layout = TemplateLayout::ReplicatedJobs,
+        .templates = "/spec/template/spec/replicatedJobs",
+        .training_container = "node",
+    },
 }};
+
+// Where the job kinds end in kKinds.
+constexpr std::size_t kEndOfJobKinds = 7;
+static_assert(kKinds[kEndOfJobKinds - 1].job && !kKinds[kEndOfJobKinds].job,
+              "the job kinds follow Pod, the template kinds follow them");
 
 std::string_view Group(std::string_view api_version) {
   const auto slash = api_version.find('/');
@@ -121,14 +166,19 @@ const KindInfo& KindInfoOf(WorkloadKind kind) {
   return kKinds.front();
 }
 
-std::span<const KindInfo> ManagedKinds() { return std::span(kKinds).subspan(1); }
+std::span<const KindInfo> ManagedKinds() {
+  return std::span(kKinds).subspan(1, kEndOfJobKinds - 1);
+}
+
+std::span<const KindInfo> TemplateKinds() { return std::span(kKinds).subspan(kEndOfJobKinds); }
 
 std::optional<WorkloadKind> KindOf(std::string_view api_version, std::string_view kind) {
   for (const KindInfo& info : kKinds) {
     if (info.kind_name != kind) continue;
     // The core group has no name: a Pod is "v1" exactly.
-    const bool matches =
-        info.job ? Group(api_version) == Group(info.api_version) : api_version == info.api_version;
+    const bool matches = Group(info.api_version).empty()
+                             ? api_version == info.api_version
+                             : Group(api_version) == Group(info.api_version);
     if (matches) return info.kind;
   }
   return std::nullopt;

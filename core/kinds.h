@@ -15,7 +15,17 @@
 
 namespace ncclguard::core {
 
-enum class WorkloadKind { Pod, BatchJob, PyTorchJob, MpiJob, JobSet, HyperPodPyTorchJob };
+enum class WorkloadKind {
+  Pod,
+  BatchJob,
+  PyTorchJob,
+  MpiJob,
+  JobSet,
+  HyperPodPyTorchJob,
+  TrainJob,
+  TrainingRuntime,
+  ClusterTrainingRuntime,
+};
 
 // Where a kind keeps its pod templates (KindInfo::templates points at them).
 enum class TemplateLayout {
@@ -24,6 +34,9 @@ enum class TemplateLayout {
   ReplicaSpecs,     // Kubeflow: a map role -> {replicas, template}
   ReplicatedJobs,   // JobSet: a list of {name, replicas, template: a batch/v1 JobTemplateSpec}
   ReplicaSpecList,  // HyperPodPyTorchJob: a list of {name, replicas, template: a PodTemplateSpec}
+  // TrainJob: no pod template of its own; its pods are its runtime's (a JobSet template), with
+  // spec.trainer and spec.runtimePatches applied as Kubeflow Trainer does (core/trainjob.h).
+  TrainerRuntime,
 };
 
 // How a kind's status.conditions entries look: the controller writes its conditions in the shape
@@ -61,7 +74,8 @@ struct KindInfo {
   // The container the kind's operator runs training in by convention, for templates without a
   // GPU container ("" when the kind has none).
   std::string_view training_container{};
-  // Jobs are managed (gated, given a rendezvous Service, diagnosed); Pods are only fixed.
+  // Jobs are managed (gated, given a rendezvous Service, diagnosed); Pods are only fixed, and
+  // Kubeflow Trainer's runtimes (templates of many TrainJobs' pods) only checked.
   bool job = false;
   // When set, a job is managed only when it carries this label valued "true" (opt-in per object:
   // a batch Job is often not a training job).
@@ -90,8 +104,11 @@ struct KindInfo {
 };
 
 const KindInfo& KindInfoOf(WorkloadKind kind);
-// The job kinds (every kind but Pod), in the table's order.
+// The job kinds, in the table's order.
 std::span<const KindInfo> ManagedKinds();
+// The kinds that are templates of other kinds' pods (Kubeflow Trainer's TrainingRuntime and
+// ClusterTrainingRuntime): checked, never fixed or gated by the webhook.
+std::span<const KindInfo> TemplateKinds();
 // The kind of an apiVersion and kind: a Pod only in "v1", the others in any version of their group.
 std::optional<WorkloadKind> KindOf(std::string_view api_version, std::string_view kind);
 // The job kind of an object (its apiVersion and kind), or nullopt for a Pod or anything else.

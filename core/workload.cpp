@@ -69,9 +69,27 @@ std::int64_t RanksPerPod(const Json& object, std::string_view pointer) {
   throw InputError(at.to_string() + ": expected an integer or a string");
 }
 
+// JobSet replicated jobs: a list of {name, replicas, template: a JobTemplateSpec}; each starts
+// replicas x parallelism pods.
+void AddReplicatedJobs(const Json& object, const JsonPointer& list_at, std::int64_t ranks_per_pod,
+                       Workload& workload) {
+  const Json* list = OptionalArray(object, list_at);
+  if (list == nullptr) return;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const JsonPointer at = list_at / i;
+    if (!(*list)[i].is_object()) throw InputError(at.to_string() + ": expected an object");
+    const std::string name = OptionalString(object, at / "name").value_or("");
+    const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);
+    const std::int64_t parallelism =
+        OptionalInteger(object, at / "template" / "spec" / "parallelism").value_or(1);
+    AddTemplate(object, at / "template" / "spec" / "template", name, replicas * parallelism,
+                ranks_per_pod, workload);
+  }
+}
+
 }  // namespace
 
-std::optional<Workload> ParseWorkload(const Json& object) {
+std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& runtimes) {
   if (!object.is_object()) return std::nullopt;
   auto api_version = object.find("apiVersion");
   auto kind_field = object.find("kind");
@@ -85,7 +103,7 @@ std::optional<Workload> ParseWorkload(const Json& object) {
 
   const KindInfo& info = KindInfoOf(*kind);
   const JsonPointer templates{std::string(info.templates)};
-  Workload workload{*kind, {}};
+  Workload workload{*kind, {}, nullptr};
   switch (info.layout) {
     case TemplateLayout::PodSpec:
       if (OptionalObject(object, templates) != nullptr) {
@@ -107,19 +125,20 @@ std::optional<Workload> ParseWorkload(const Json& object) {
     case TemplateLayout::ReplicaSpecList:
       AddReplicaSpecList(object, templates, RanksPerPod(object, info.ranks_per_pod), workload);
       break;
-    case TemplateLayout::ReplicatedJobs: {
-      const Json* list = OptionalArray(object, templates);
-      if (list == nullptr) break;
-      for (std::size_t i = 0; i < list->size(); ++i) {
-        const JsonPointer at = templates / i;
-        if (!(*list)[i].is_object()) throw InputError(at.to_string() + ": expected an object");
-        const std::string name = OptionalString(object, at / "name").value_or("");
-        const std::int64_t replicas = OptionalInteger(object, at / "replicas").value_or(1);
-        const std::int64_t parallelism =
-            OptionalInteger(object, at / "template" / "spec" / "parallelism").value_or(1);
-        AddTemplate(object, at / "template" / "spec" / "template", name, replicas * parallelism, 0,
-                    workload);
+    case TemplateLayout::ReplicatedJobs:
+      AddReplicatedJobs(object, templates, 0, workload);
+      break;
+    case TemplateLayout::TrainerRuntime: {
+      std::optional<Json> runtime;
+      const auto ref = RuntimeRefOf(object);
+      if (ref && runtimes) {
+        runtime =
+            runtimes(*ref, OptionalString(object, JsonPointer("/metadata/namespace")).value_or(""));
       }
+      workload.rendered =
+          std::make_shared<const Json>(RenderTrainJob(object, runtime ? &*runtime : nullptr));
+      AddReplicatedJobs(*workload.rendered, templates, RanksPerPod(object, info.ranks_per_pod),
+                        workload);
       break;
     }
   }

@@ -1,12 +1,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/json.h"
 #include "core/kinds.h"
+#include "core/trainjob.h"
 
 namespace ncclguard::core {
 
@@ -22,13 +24,20 @@ struct PodTemplate {
 struct Workload {
   WorkloadKind kind;
   std::vector<PodTemplate> templates;
+  // A kind whose pods come from elsewhere (TemplateLayout::TrainerRuntime: a TrainJob) carries
+  // the object its templates point into: the JobSet made of it (core/trainjob.h). Null for the
+  // others, whose templates point into the object itself.
+  std::shared_ptr<const Json> rendered;
+
+  // The object the templates point into.
+  const Json& Subject(const Json& object) const { return rendered ? *rendered : object; }
 };
 
-// Finds the pod templates of a Pod, batch/v1 Job, PyTorchJob, MPIJob, JobSet or
-// HyperPodPyTorchJob, where the kind
-// table (core/kinds.h) says they are. Other kinds (and
-// objects without apiVersion/kind) yield nullopt and pass through untouched. Throws InputError
-// when a field the model reads has the wrong type.
-std::optional<Workload> ParseWorkload(const Json& object);
+// Finds the pod templates of an object of a kind of the kind table (core/kinds.h), where the
+// table says they are; a TrainJob's in the JobSet made of it and its runtime, which `runtimes`
+// finds (none: the JobSet is made of the TrainJob alone). Other kinds (and objects without
+// apiVersion/kind) yield nullopt and pass through untouched. Throws InputError when a field the
+// model reads has the wrong type.
+std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& runtimes = {});
 
 }  // namespace ncclguard::core

@@ -94,11 +94,31 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     }
     return outcome;
   }
+  if (!core::KindInfoOf(workload.kind).job) {
+    outcome.result = AdmitResult::Skipped;  // a runtime is checked, never changed
+    return outcome;
+  }
+  core::Json ops = core::Json::array();
+  // A TrainJob's fixes: ncclguard's runtime patch, what Trainer lets a patch say; its pods get
+  // the rest (EFA devices, env) here when they are created.
+  if (workload.rendered && core::IsManagedJob(request.object, workload.kind)) {
+    core::Evaluation evaluation =
+        core::Evaluate(request.object, workload, policy,
+                       {.pod_rules = true, .job_rules = false, .check_rules = false});
+    outcome.findings = Select(evaluation.findings, core::Level::Fix);
+    ops = std::move(evaluation.patch);
+    request.object = std::move(evaluation.fixed);
+  }
   // A job queued by Kueue is suspended and resumed by Kueue; the AdmissionCheck
   // ncclguard.io/preflight holds its Workload instead of the gate (unless the policy says not).
   const bool left_to_kueue = policy.gate.defer_to_kueue && core::QueuedByKueue(request.object);
   if (policy.gate.enabled && !left_to_kueue && core::IsManagedJob(request.object, workload.kind)) {
-    outcome.response.patch = core::GateMarkPatch(request.object, workload.kind);
+    for (core::Json& op : core::GateMarkPatch(request.object, workload.kind)) {
+      ops.push_back(std::move(op));
+    }
+  }
+  if (!ops.empty()) {
+    outcome.response.patch = std::move(ops);
     outcome.result = AdmitResult::Patched;
   }
   return outcome;
@@ -113,6 +133,15 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
     outcome.result = AdmitResult::Skipped;  // a pod's spec is fixed once created
     return outcome;
   }
+  // The JobSet a TrainJob made was checked as the TrainJob; denying it would only break the
+  // TrainJob's controller.
+  if (!pod && core::ControlledByManagedJob(request.object)) {
+    outcome.result = AdmitResult::Skipped;
+    return outcome;
+  }
+  // A runtime is the template of every TrainJob that names it: what its pods would get wrong is
+  // said as warnings, never denied (the admin who installs it is not the one who trains).
+  const bool runtime = !pod && !core::KindInfoOf(workload.kind).job;
   const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
   core::Evaluation evaluation =
       core::Evaluate(std::move(request.object), workload, policy, options);
@@ -122,7 +151,7 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   }
 
   std::vector<core::Finding> denies = Select(findings, core::Level::Deny);
-  if (!denies.empty()) {
+  if (!denies.empty() && !runtime) {
     outcome.response.allowed = false;
     outcome.response.status_code = 403;
     outcome.response.status_reason = "Forbidden";
@@ -134,7 +163,12 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   // A pod that reaches validation still missing a fix was not mutated (mutating webhook
   // absent or skipped): say so. For jobs the fixes happen on their pods, so stay quiet.
   for (const auto& finding : findings) {
-    if (finding.level == core::Level::Warn || (pod && finding.level == core::Level::Fix)) {
+    if (runtime) {
+      core::Finding shown = finding;
+      shown.message = "every TrainJob using this runtime: " + finding.message;
+      outcome.response.warnings.push_back(WarningText(shown));
+      outcome.findings.push_back(std::move(shown));
+    } else if (finding.level == core::Level::Warn || (pod && finding.level == core::Level::Fix)) {
       outcome.response.warnings.push_back(WarningText(finding));
       outcome.findings.push_back(finding);
     }

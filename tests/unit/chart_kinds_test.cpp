@@ -6,6 +6,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -41,9 +42,12 @@ std::map<std::string, std::set<RuleLine>> RulesByWebhook(const std::string& text
   return rules;
 }
 
-std::set<RuleLine> Expected(const std::string& job_operations) {
-  std::set<RuleLine> expected{{"", "v1", "pods", "CREATE"}};
-  for (const core::KindInfo& info : core::ManagedKinds()) {
+std::set<RuleLine> Expected(const std::string& job_operations,
+                            std::span<const core::KindInfo> kinds = core::ManagedKinds(),
+                            bool pods = true) {
+  std::set<RuleLine> expected;
+  if (pods) expected.insert({"", "v1", "pods", "CREATE"});
+  for (const core::KindInfo& info : kinds) {
     const std::string api_version(info.api_version);
     const auto slash = api_version.find('/');
     expected.insert({api_version.substr(0, slash), api_version.substr(slash + 1),
@@ -55,10 +59,13 @@ std::set<RuleLine> Expected(const std::string& job_operations) {
 TEST(ChartWebhookRules, EveryKindOfTheKindTableAndNothingElse) {
   const auto rules = RulesByWebhook(
       ReadFile(SourcePath("charts/ncclguard/templates/webhook-configurations.yaml")));
-  ASSERT_EQ(rules.size(), 2u) << "two webhooks with rules";
-  // Fixes and the gate mark on CREATE; validation of jobs on CREATE and UPDATE.
+  ASSERT_EQ(rules.size(), 3u) << "three webhooks with rules";
+  // Fixes and the gate mark on CREATE; validation of jobs on CREATE and UPDATE; Trainer's
+  // runtimes (warnings only) apart.
   EXPECT_EQ(rules.at("mutate.ncclguard.io"), Expected("CREATE"));
   EXPECT_EQ(rules.at("validate.ncclguard.io"), Expected("CREATE, UPDATE"));
+  EXPECT_EQ(rules.at("runtimes.ncclguard.io"),
+            Expected("CREATE, UPDATE", core::TemplateKinds(), false));
 }
 
 TEST(ChartWebhookRules, TheParserSeesAMissingKind) {

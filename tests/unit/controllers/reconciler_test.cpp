@@ -383,10 +383,8 @@ TEST_F(Reconciler, AMalformedJobSetSubdomainIsReportedNotThrown) {
   const JobKey key{WorkloadKind::JobSet, "team-a", "js"};
   controllers::ReconcileResult result;
   ASSERT_NO_THROW(result = Reconcile(key));
-  const auto creates = Only<CreateObject>(result.actions);
-  ASSERT_EQ(creates.size(), 1u);
-  EXPECT_EQ(creates[0].object["metadata"]["name"], "js");
-  EXPECT_FALSE(creates[0].object["metadata"].contains("annotations"));
+  // The JobSet controller makes its Service: ncclguard creates nothing.
+  EXPECT_TRUE(Only<CreateObject>(result.actions).empty());
   ASSERT_EQ(cluster_.Apply(result.actions), 0);
   EXPECT_EQ(Condition(cluster_.JobObject(key), "NcclPreflight")["reason"], "SpecUnreadable");
 }
@@ -540,10 +538,12 @@ TEST(JobKeysForPod, MapsEachKindsPodLabels) {
   EXPECT_EQ(keys[0].ToString(), "PyTorchJob/ns/a");
   pod["metadata"]["labels"] = {{"jobset.sigs.k8s.io/jobset-name", "b"},
                                {"batch.kubernetes.io/job-name", "b-w-0"}};
+  // A JobSet's pods and a TrainJob's carry the same label and are owned by Jobs: both kinds.
   keys = controllers::JobKeysForPod(pod);
-  ASSERT_EQ(keys.size(), 2u);
+  ASSERT_EQ(keys.size(), 3u);
   EXPECT_EQ(keys[0].ToString(), "JobSet/ns/b");
   EXPECT_EQ(keys[1].ToString(), "Job/ns/b-w-0");
+  EXPECT_EQ(keys[2].ToString(), "TrainJob/ns/b");
 }
 
 }  // namespace

@@ -1,0 +1,335 @@
+#include "core/trainjob.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/json_access.h"
+
+namespace ncclguard::core {
+namespace {
+
+// The label Trainer marks its trainer replicatedJob with, besides the name "node".
+constexpr std::string_view kAncestorLabel = "trainer.kubeflow.org/trainjob-ancestor-step";
+
+Json& ObjectField(Json& parent, const char* key) {
+  Json& field = parent[key];
+  if (!field.is_object()) field = Json::object();
+  return field;
+}
+
+// Merges `entries` into the list `into` by the string field `key`: an entry of the same key
+// replaces the one there, a new one is appended.
+void MergeByKey(Json& into, const Json& entries, const char* key) {
+  if (!into.is_array()) into = Json::array();
+  for (const Json& entry : entries) {
+    const auto same = std::find_if(into.begin(), into.end(), [&](const Json& existing) {
+      return existing.is_object() && entry.is_object() && existing.contains(key) &&
+             entry.contains(key) && existing[key] == entry[key];
+    });
+    if (same != into.end()) {
+      *same = entry;
+    } else {
+      into.push_back(entry);
+    }
+  }
+}
+
+// Objects merge key by key, anything else is replaced.
+void DeepMerge(Json& into, const Json& patch) {
+  if (!into.is_object() || !patch.is_object()) {
+    into = patch;
+    return;
+  }
+  for (const auto& [key, value] : patch.items()) DeepMerge(into[key], value);
+}
+
+void MergeMetadata(Json& into, const Json* patch) {
+  if (patch == nullptr) return;
+  for (const char* key : {"labels", "annotations"}) {
+    const auto field = patch->find(key);
+    if (field == patch->end() || !field->is_object()) continue;
+    Json& target = ObjectField(into, key);
+    for (const auto& [name, value] : field->items()) target[name] = value;
+  }
+}
+
+bool IsTrainerJob(const Json& job) {
+  if (!job.is_object()) return false;
+  const auto name = job.find("name");
+  if (name != job.end() && name->is_string() && *name == std::string(kTrainerNode)) return true;
+  const JsonPointer label_at =
+      JsonPointer("/template/metadata/labels") / std::string(kAncestorLabel);
+  return job.contains(label_at) && job.at(label_at) == "trainer";
+}
+
+Json* FindByName(Json& list, std::string_view name) {
+  if (!list.is_array()) return nullptr;
+  for (Json& entry : list) {
+    if (entry.is_object() && entry.contains("name") && entry["name"] == std::string(name)) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+Json& PodSpecOf(Json& job) {
+  return ObjectField(ObjectField(ObjectField(ObjectField(job, "template"), "spec"), "template"),
+                     "spec");
+}
+
+void ApplyTrainer(const Json& trainjob, Json& jobset, std::optional<std::int64_t> runtime_nodes) {
+  const JsonPointer at("/spec/trainer");
+  const Json* trainer = OptionalObject(trainjob, at);
+  const auto nodes = OptionalInteger(trainjob, at / "numNodes");
+  Json& jobs = jobset["spec"]["replicatedJobs"];
+  Json* node_job = nullptr;
+  for (Json& job : jobs) {
+    if (IsTrainerJob(job)) {
+      node_job = &job;
+      break;
+    }
+  }
+  if (node_job == nullptr) return;  // a runtime without a trainer job: nothing to apply it to
+  if (const auto count = nodes ? nodes : runtime_nodes) {
+    Json& job_spec = ObjectField(ObjectField(*node_job, "template"), "spec");
+    job_spec["parallelism"] = *count;
+    job_spec["completions"] = *count;
+  }
+  if (trainer == nullptr) return;
+  Json& pod_spec = PodSpecOf(*node_job);
+  if (!pod_spec["containers"].is_array()) pod_spec["containers"] = Json::array();
+  Json* container = FindByName(pod_spec["containers"], kTrainerNode);
+  if (container == nullptr) {
+    pod_spec["containers"].push_back(Json{{"name", std::string(kTrainerNode)}});
+    container = &pod_spec["containers"].back();
+  }
+  if (const auto image = OptionalString(trainjob, at / "image")) (*container)["image"] = *image;
+  for (const char* list : {"command", "args"}) {
+    if (const Json* value = OptionalArray(trainjob, at / list)) (*container)[list] = *value;
+  }
+  if (const Json* env = OptionalArray(trainjob, at / "env")) {
+    MergeByKey((*container)["env"], *env, "name");
+  }
+  if (const Json* resources = OptionalObject(trainjob, at / "resourcesPerNode")) {
+    (*container)["resources"] = *resources;
+  }
+}
+
+void PatchContainers(Json& into, const Json& patches) {
+  if (!into.is_array()) return;
+  for (const Json& patch : patches) {
+    if (!patch.is_object() || !patch.contains("name") || !patch["name"].is_string()) continue;
+    Json* container = FindByName(into, patch["name"].get_ref<const std::string&>());
+    if (container == nullptr) continue;  // Trainer patches only the containers the runtime has
+    if (const auto env = patch.find("env"); env != patch.end() && env->is_array()) {
+      MergeByKey((*container)["env"], *env, "name");
+    }
+    if (const auto mounts = patch.find("volumeMounts");
+        mounts != patch.end() && mounts->is_array()) {
+      MergeByKey((*container)["volumeMounts"], *mounts, "mountPath");
+    }
+    if (const auto context = patch.find("securityContext");
+        context != patch.end() && context->is_object()) {
+      DeepMerge((*container)["securityContext"], *context);
+    }
+  }
+}
+
+void PatchPodSpec(Json& spec, const Json& patch) {
+  for (const auto& [key, value] : patch.items()) {
+    if (key == "volumes" && value.is_array()) {
+      MergeByKey(spec["volumes"], value, "name");
+    } else if ((key == "containers" || key == "initContainers") && value.is_array()) {
+      PatchContainers(spec[key], value);
+    } else if (key == "nodeSelector" && value.is_object()) {
+      for (const auto& [label, wanted] : value.items())
+        ObjectField(spec, "nodeSelector")[label] = wanted;
+    } else if ((key == "tolerations" || key == "schedulingGates" || key == "imagePullSecrets") &&
+               value.is_array()) {
+      if (!spec[key].is_array()) spec[key] = Json::array();
+      for (const Json& item : value) spec[key].push_back(item);
+    } else {
+      spec[key] = value;
+    }
+  }
+}
+
+void ApplyRuntimePatches(const Json& trainjob, Json& jobset) {
+  const JsonPointer patches_at("/spec/runtimePatches");
+  const Json* patches = OptionalArray(trainjob, patches_at);
+  if (patches == nullptr) return;
+  for (std::size_t i = 0; i < patches->size(); ++i) {
+    const JsonPointer at = patches_at / i / "trainingRuntimeSpec" / "template";
+    if (OptionalObject(trainjob, at) == nullptr) continue;
+    MergeMetadata(ObjectField(jobset, "metadata"), OptionalObject(trainjob, at / "metadata"));
+    const JsonPointer jobs_at = at / "spec" / "replicatedJobs";
+    const Json* jobs = OptionalArray(trainjob, jobs_at);
+    if (jobs == nullptr) continue;
+    for (std::size_t j = 0; j < jobs->size(); ++j) {
+      const auto name = OptionalString(trainjob, jobs_at / j / "name");
+      Json* job = name ? FindByName(jobset["spec"]["replicatedJobs"], *name) : nullptr;
+      if (job == nullptr) continue;
+      const JsonPointer job_template = jobs_at / j / "template";
+      MergeMetadata(ObjectField(ObjectField(*job, "template"), "metadata"),
+                    OptionalObject(trainjob, job_template / "metadata"));
+      const JsonPointer pod_template = job_template / "spec" / "template";
+      Json& pod = ObjectField(ObjectField(ObjectField(*job, "template"), "spec"), "template");
+      MergeMetadata(ObjectField(pod, "metadata"),
+                    OptionalObject(trainjob, pod_template / "metadata"));
+      if (const Json* spec = OptionalObject(trainjob, pod_template / "spec")) {
+        PatchPodSpec(ObjectField(pod, "spec"), *spec);
+      }
+    }
+  }
+}
+
+const Json* PodSpecIn(const Json& job) {
+  const JsonPointer at("/template/spec/template/spec");
+  return job.is_object() && job.contains(at) && job.at(at).is_object() ? &job.at(at) : nullptr;
+}
+
+bool HasEntry(const Json* list, const char* key, const Json& value) {
+  if (list == nullptr || !list->is_array()) return false;
+  return std::any_of(list->begin(), list->end(), [&](const Json& entry) {
+    return entry.is_object() && entry.contains(key) && entry[key] == value;
+  });
+}
+
+const Json* Field(const Json& object, const char* key) {
+  const auto found = object.find(key);
+  return found == object.end() ? nullptr : &*found;
+}
+
+// What a patch may say about one container: its securityContext when the fixes changed it, the
+// volumeMounts they added.
+std::optional<Json> ContainerPatch(const Json& before, const Json& after) {
+  Json patch{{"name", after["name"]}};
+  const Json* context = Field(after, "securityContext");
+  const Json* old_context = Field(before, "securityContext");
+  if (context != nullptr && (old_context == nullptr || *old_context != *context)) {
+    patch["securityContext"] = *context;
+  }
+  if (const Json* mounts = Field(after, "volumeMounts"); mounts != nullptr && mounts->is_array()) {
+    for (const Json& mount : *mounts) {
+      if (!mount.is_object() || !mount.contains("mountPath")) continue;
+      if (HasEntry(Field(before, "volumeMounts"), "mountPath", mount["mountPath"])) continue;
+      patch["volumeMounts"].push_back(mount);
+    }
+  }
+  if (patch.size() == 1) return std::nullopt;
+  return patch;
+}
+
+std::optional<Json> PodSpecPatch(const Json& before, const Json& after) {
+  Json patch = Json::object();
+  if (const Json* volumes = Field(after, "volumes"); volumes != nullptr && volumes->is_array()) {
+    for (const Json& volume : *volumes) {
+      if (!volume.is_object() || !volume.contains("name")) continue;
+      if (!HasEntry(Field(before, "volumes"), "name", volume["name"])) {
+        patch["volumes"].push_back(volume);
+      }
+    }
+  }
+  const Json* containers = Field(after, "containers");
+  const Json* old_containers = Field(before, "containers");
+  if (containers != nullptr && containers->is_array() && old_containers != nullptr &&
+      old_containers->is_array()) {
+    for (const Json& container : *containers) {
+      if (!container.is_object() || !container.contains("name")) continue;
+      const auto old =
+          std::find_if(old_containers->begin(), old_containers->end(), [&](const Json& c) {
+            return c.is_object() && c.contains("name") && c["name"] == container["name"];
+          });
+      if (old == old_containers->end()) continue;
+      if (auto changed = ContainerPatch(*old, container)) {
+        patch["containers"].push_back(std::move(*changed));
+      }
+    }
+  }
+  if (patch.empty()) return std::nullopt;
+  return patch;
+}
+
+}  // namespace
+
+std::optional<RuntimeRef> RuntimeRefOf(const Json& trainjob) {
+  const JsonPointer at("/spec/runtimeRef");
+  const auto name = OptionalString(trainjob, at / "name");
+  if (!name || name->empty()) return std::nullopt;
+  const std::string kind = OptionalString(trainjob, at / "kind").value_or("ClusterTrainingRuntime");
+  for (const KindInfo& info : TemplateKinds()) {
+    if (info.kind_name == kind) return RuntimeRef{info.kind, *name};
+  }
+  return std::nullopt;
+}
+
+Json RenderTrainJob(const Json& trainjob, const Json* runtime) {
+  Json jobset{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"}};
+  Json& metadata = jobset["metadata"];
+  metadata = Json::object();
+  for (const char* key : {"name", "namespace"}) {
+    if (const auto value = OptionalString(trainjob, JsonPointer("/metadata") / key)) {
+      metadata[key] = *value;
+    }
+  }
+  std::optional<std::int64_t> runtime_nodes;
+  const JsonPointer template_at("/spec/template");
+  if (runtime != nullptr && OptionalObject(*runtime, template_at / "spec") != nullptr) {
+    jobset["spec"] = runtime->at(template_at / "spec");
+    MergeMetadata(metadata, OptionalObject(*runtime, template_at / "metadata"));
+    runtime_nodes = OptionalInteger(*runtime, JsonPointer("/spec/mlPolicy/numNodes"));
+  } else {
+    jobset["spec"] =
+        Json{{"replicatedJobs",
+              Json::array({Json{
+                  {"name", std::string(kTrainerNode)},
+                  {"replicas", 1},
+                  {"template",
+                   {{"spec",
+                     {{"template",
+                       {{"spec",
+                         {{"containers",
+                           Json::array({Json{{"name", std::string(kTrainerNode)}}})}}}}}}}}}}})}};
+  }
+  Json& jobs = jobset["spec"]["replicatedJobs"];
+  if (!jobs.is_array()) {
+    throw InputError("the runtime's /spec/template/spec/replicatedJobs: expected a list");
+  }
+  for (const Json& job : jobs) {
+    if (!job.is_object()) {
+      throw InputError("the runtime's /spec/template/spec/replicatedJobs: expected objects");
+    }
+  }
+  ApplyTrainer(trainjob, jobset, runtime_nodes);
+  ApplyRuntimePatches(trainjob, jobset);
+  return jobset;
+}
+
+std::optional<Json> RuntimePatchOf(const Json& rendered, const Json& fixed) {
+  const JsonPointer jobs_at("/spec/replicatedJobs");
+  if (!rendered.contains(jobs_at) || !fixed.contains(jobs_at)) return std::nullopt;
+  const Json& before = rendered.at(jobs_at);
+  const Json& after = fixed.at(jobs_at);
+  if (!before.is_array() || !after.is_array() || before.size() != after.size()) return std::nullopt;
+  Json jobs = Json::array();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const Json* old_spec = PodSpecIn(before[i]);
+    const Json* new_spec = PodSpecIn(after[i]);
+    if (old_spec == nullptr || new_spec == nullptr) continue;
+    if (auto spec = PodSpecPatch(*old_spec, *new_spec)) {
+      jobs.push_back(Json{{"name", after[i].value("name", "")},
+                          {"template", {{"spec", {{"template", {{"spec", std::move(*spec)}}}}}}}});
+    }
+  }
+  if (jobs.empty()) return std::nullopt;
+  return Json{{"manager", std::string(kRuntimePatchManager)},
+              {"trainingRuntimeSpec", {{"template", {{"spec", {{"replicatedJobs", jobs}}}}}}}};
+}
+
+bool HasRuntimePatch(const Json& trainjob) {
+  const Json* patches = OptionalArray(trainjob, JsonPointer("/spec/runtimePatches"));
+  return patches != nullptr &&
+         HasEntry(patches, "manager", Json(std::string(kRuntimePatchManager)));
+}
+
+}  // namespace ncclguard::core
