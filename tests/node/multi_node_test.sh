@@ -235,7 +235,7 @@ fi
 bridge_ns="ncclguard-net-${NETNS#ncclguard-node-}"
 bridge_links="$(ip -n "$bridge_ns" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')"
 if [[ "$bridge_links" == "br0 lo n1 n2 " && -z "$(ip -n "$bridge_ns" route show)" ]]; then
-  pass "containment: the bridge's namespace $bridge_ns holds only $bridge_links and no route"
+  pass "containment: the bridge's namespace $bridge_ns holds only ${bridge_links% } and no route"
 else
   fail "containment: the bridge's namespace: links $bridge_links; routes $(ip -n "$bridge_ns" route show | tr '\n' ';')"
 fi
