@@ -797,7 +797,9 @@ NODE_COUNT=$node_count
 NODE_NAMES="$(node_names "$node_count")"
 ENV
   trap - EXIT
-  log "node(s) $(node_names "$node_count") Ready, cluster DNS at $dns_ip, in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
+  local ready="node $node_name"
+  ((node_count == 1)) || ready="nodes $(node_names "$node_count")"
+  log "$ready Ready, cluster DNS at $dns_ip, in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
   printf 'export KUBECONFIG=%q\n' "$state_dir/kubeconfig"
   # shellcheck disable=SC2016 # $PATH is expanded by the eval, not here
   printf 'export PATH=%q:"$PATH"\n' "$bin_dir"
