@@ -1,30 +1,45 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes cluster for ncclguard's tests: etcd, kube-apiserver,
+# A real Kubernetes cluster of 1 to 4 nodes for ncclguard's tests: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd (runc), kubelet and kube-proxy,
-# all inside a network namespace of their own that has no interface leading out of
-# it, and a mount namespace of their own whose mounts vanish with them.
+# each node inside a network namespace of its own that has no interface leading out of
+# it, and a mount namespace of its own whose mounts vanish with it.
 #
 #   scripts/node.sh build     build/cache the binaries (scripts/controlplane.sh build node and
 #                             build training) and the pause, CoreDNS and training-operator images
-#   scripts/node.sh start     start the node; stdout is eval-able (KUBECONFIG, PATH with
-#                             kubectl and helm); returns once the Node is Ready and its
+#   scripts/node.sh start     start the nodes; stdout is eval-able (KUBECONFIG, PATH with
+#                             kubectl and helm); returns once every Node is Ready and the
 #                             cluster DNS (CoreDNS, kube-system/kube-dns) answers
-#   scripts/node.sh stop      stop everything start started; leaves no process, mount,
-#                             network namespace, veth, cgroup or iptables rule
-#   scripts/node.sh status    what runs and what is left over (exit 0 only when it runs)
-#   scripts/node.sh import <docker-archive.tar>   load an image into the node's containerd
-#   scripts/node.sh exec <command...>            run a command inside the node's namespaces
+#   scripts/node.sh stop      stop everything start started, on every node; leaves no process,
+#                             mount, network namespace, veth, cgroup or iptables rule
+#   scripts/node.sh status    what runs on each node and what is left over (exit 0 only when
+#                             every node runs and is Ready)
+#   scripts/node.sh import <docker-archive.tar>   load an image into every node's containerd
+#   scripts/node.sh exec [--node I] <command...>  run a command inside node I's namespaces
+#                                                 (default 1, the node with the control plane)
 #
-# Network: the namespace holds lo, a dummy "node0" (the node IP, and the service range
-# routed onto it, where unanswered packets are discarded), and the CNI bridge "cni0"
-# with the pods. No default route, no veth to the host. The host reaches the API
-# server through scripts/node/forward.py, which listens on 127.0.0.1 on the host and
-# connects from inside the namespace.
+# Nodes: node 1 is "ncclguard-node", 10.233.0.1, pods 10.244.0.0/24, and runs the control
+# plane beside its kubelet; node i (2..4) is "ncclguard-node-<i>", 10.233.0.<i>, pods
+# 10.244.<i-1>.0/24, with its own containerd, kubelet and kube-proxy (state in node-<i>/ of
+# the state dir). Every Node has the label node.kubernetes.io/instance-type.
+#
+# Network, one node: the namespace holds lo, a dummy "node0" (the node IP, and the service
+# range routed onto it, where unanswered packets are discarded), and the CNI bridge "cni0"
+# with the pods.
+# Network, N nodes: a further namespace "ncclguard-net-<hash>" holds only the bridge "br0"
+# joining the nodes: each node's "node0" is a veth to it carrying 10.233.0.<i>/24, each node
+# routes the other nodes' pod ranges via their node IPs and forwards (net.ipv4.ip_forward in
+# the node namespaces only; the host's is never touched), and a dummy "svc0" takes the
+# service range (with the node IP as source) and discards what kube-proxy does not rewrite.
+# Either way: no default route, no veth to the host, no interface in the host's namespace.
+# The host reaches the API server through scripts/node/forward.py, which listens on
+# 127.0.0.1 on the host and connects from inside node 1's namespace.
 #
 # Environment:
 #   NCCLGUARD_NODE_DIR            state dir (default ${XDG_RUNTIME_DIR:-/tmp}/ncclguard-node)
-#   NCCLGUARD_NODE_READY_TIMEOUT  seconds to wait for the Node to be Ready (default 120)
-#   NCCLGUARD_NODE_INSTANCE_TYPE  the Node's node.kubernetes.io/instance-type label
+#   NCCLGUARD_NODE_COUNT          nodes start makes, 1 to 4 (default 1); the other commands
+#                                 act on as many as the running start made
+#   NCCLGUARD_NODE_READY_TIMEOUT  seconds to wait for the Nodes to be Ready (default 120)
+#   NCCLGUARD_NODE_INSTANCE_TYPE  the Nodes' node.kubernetes.io/instance-type label
 #                                 (default p5.48xlarge: a type of the chart's probe.instanceTypes)
 #   NCCLGUARD_CONTROLPLANE_CACHE  binary cache, shared with scripts/controlplane.sh
 # shellcheck source-path=SCRIPTDIR
@@ -49,11 +64,14 @@ instance_type="${NCCLGUARD_NODE_INSTANCE_TYPE:-p5.48xlarge}"
 # left even when the state dir is gone, and two instances never share one.
 instance_id="$(printf '%s' "$state_dir" | sha256sum | cut -c1-8)"
 netns="ncclguard-node-$instance_id"
+# The namespace of the bridge that joins the nodes (only when there are several).
+bridge_netns="ncclguard-net-$instance_id"
 cgroup_name="ncclguard-node-$instance_id"
-node_name="ncclguard-node"
-node_ip=10.233.0.1
-pod_cidr=10.244.0.0/24
-pod_gateway=10.244.0.1
+max_nodes=4
+node_count="${NCCLGUARD_NODE_COUNT:-1}"
+# Node 1 carries the control plane; the API server listens on its IP.
+apiserver_ip=10.233.0.1
+cluster_cidr=10.244.0.0/16
 service_cidr=10.96.0.0/24
 kubernetes_service_ip=10.96.0.1
 pause_image="localhost/ncclguard-node/pause:1"
@@ -66,6 +84,33 @@ marker_file=".ncclguard-node"
 
 log() { printf 'node: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# select_node <i>: makes node i the one the functions below act on: its name, IP, pod range,
+# network namespace, dir (node 1's is the state dir itself, as with a single node) and the
+# suffix of its pid and log files ("" for node 1, "-<i>" for the others).
+select_node() {
+  node="$1"
+  if ((node == 1)); then
+    node_name=ncclguard-node node_netns="$netns" node_dir="$state_dir" sfx=""
+  else
+    node_name="ncclguard-node-$node" node_netns="$netns-$node" node_dir="$state_dir/node-$node" sfx="-$node"
+  fi
+  node_ip="10.233.0.$node"
+  pod_cidr="10.244.$((node - 1)).0/24"
+  pod_gateway="10.244.$((node - 1)).1"
+  # Node 1's kubelet has the instance's cgroup as its cgroupRoot (as with a single node); the
+  # others one below it each.
+  if ((node == 1)); then node_cgroup="$cgroup_name"; else node_cgroup="$cgroup_name/node-$node"; fi
+}
+select_node 1
+
+# The nodes the running instance has: as many as its start recorded (its env, when no start
+# ran, for start itself).
+recorded_node_count() {
+  local n
+  n="$(cat "$state_dir/node-count" 2>/dev/null || true)"
+  [[ $n =~ ^[1-4]$ ]] && printf '%s' "$n" || printf '1'
+}
 
 # ---------------------------------------------------------------- build
 
@@ -151,19 +196,21 @@ tracking_hierarchy() {
   if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then printf '/sys/fs/cgroup'; else printf '/sys/fs/cgroup/pids'; fi
 }
 
-# Creates the node's cgroup (the kubelet's cgroupRoot) in every hierarchy, and
-# "<it>/daemons" where the daemons run. Everything the node starts (containerd's
-# shims, the containers) is below it, so stop can end them all and remove it.
+# Creates the instance's cgroup (node 1's kubelet's cgroupRoot) in every hierarchy,
+# "<it>/daemons" where the daemons of every node run, and "<it>/node-<i>" (node i's
+# cgroupRoot) for the other nodes. Everything the nodes start (containerd's shims, the
+# containers) is below it, so stop can end them all and remove it.
 create_cgroups() {
-  local h
+  local h d i dirs=("$cgroup_name" "$cgroup_name/daemons")
+  for ((i = 2; i <= node_count; i++)); do dirs+=("$cgroup_name/node-$i"); done
   while read -r h; do
-    mkdir -p "$h/$cgroup_name/daemons"
-    if [[ -f "$h/cpuset.cpus" ]]; then
-      cat "$h/cpuset.cpus" >"$h/$cgroup_name/cpuset.cpus"
-      cat "$h/cpuset.mems" >"$h/$cgroup_name/cpuset.mems"
-      cat "$h/cpuset.cpus" >"$h/$cgroup_name/daemons/cpuset.cpus"
-      cat "$h/cpuset.mems" >"$h/$cgroup_name/daemons/cpuset.mems"
-    fi
+    for d in "${dirs[@]}"; do
+      mkdir -p "$h/$d"
+      if [[ -f "$h/cpuset.cpus" ]]; then
+        cat "$h/cpuset.cpus" >"$h/$d/cpuset.cpus"
+        cat "$h/cpuset.mems" >"$h/$d/cpuset.mems"
+      fi
+    done
   done < <(cgroup_hierarchies)
 }
 
@@ -198,15 +245,15 @@ remove_cgroups() {
   done < <(cgroup_hierarchies)
 }
 
-# spawn <name> <where> <exe> <args...>: starts <exe> in the node's cgroup, inside
-# the node's namespaces (where=node) or in the caller's (where=host), output in
+# spawn <name> <where> <exe> <args...>: starts <exe> in the instance's cgroup, inside
+# the selected node's namespaces (where=node) or in the caller's (where=host), output in
 # log/<name>.log, pid in <name>.pid; returns once it runs <exe>.
 spawn() {
   local name="$1" where="$2" exe="$3"; shift 3
   local log_file="$state_dir/log/$name.log" pid i
   exe="$(readlink -f "$exe")"
   local enter=()
-  [[ $where == host ]] || enter=(nsenter --target "$(recorded_pid "$state_dir/holder.pid")" --mount --net --)
+  [[ $where == host ]] || enter=(nsenter --target "$(recorded_pid "$state_dir/holder$sfx.pid")" --mount --net --)
   printf '==== %s %s\n' "$(date -u +%FT%TZ)" "$exe $*" >>"$log_file"
   (
     printf '%s\n' "$BASHPID" >"$(tracking_hierarchy)/$cgroup_name/daemons/cgroup.procs"
@@ -225,9 +272,9 @@ spawn() {
 
 launch() { spawn "$1" node "${@:2}"; }
 
-# in_node <command...>: runs a command in the node's network and mount namespaces.
+# in_node <command...>: runs a command in the selected node's network and mount namespaces.
 in_node() {
-  local holder; holder="$(recorded_pid "$state_dir/holder.pid")"
+  local holder; holder="$(recorded_pid "$state_dir/holder$sfx.pid")"
   nsenter --target "$holder" --mount --net -- "$@"
 }
 
@@ -271,10 +318,17 @@ generate_pki() {
     rm -f "$pki/$1.csr"
   }
   leaf apiserver "/CN=kube-apiserver" serverAuth \
-    "IP:127.0.0.1,IP:$node_ip,IP:$kubernetes_service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,IP:$apiserver_ip,IP:$kubernetes_service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   leaf admin "/O=system:masters/CN=ncclguard-admin" clientAuth
-  leaf kubelet "/O=system:nodes/CN=system:node:$node_name" clientAuth
-  leaf kubelet-serving "/O=system:nodes/CN=system:node:$node_name" serverAuth "IP:$node_ip,DNS:$node_name"
+  # Each kubelet its own client certificate (NodeRestriction: it may only write its own Node)
+  # and serving certificate (its IP, which the API server dials for logs and exec).
+  local i
+  for ((i = 1; i <= node_count; i++)); do
+    select_node "$i"
+    leaf "kubelet$sfx" "/O=system:nodes/CN=system:node:$node_name" clientAuth
+    leaf "kubelet-serving$sfx" "/O=system:nodes/CN=system:node:$node_name" serverAuth "IP:$node_ip,DNS:$node_name"
+  done
+  select_node 1
   leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   leaf kube-scheduler "/CN=system:kube-scheduler" clientAuth
   leaf kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
@@ -310,32 +364,40 @@ KUBECONFIG
   chmod 600 "$file"
 }
 
-write_configs() {
-  local c="$state_dir/config" in_ns="https://$node_ip:6443"
-  mkdir -p "$c" "$state_dir/cni/net.d" "$state_dir/cni/ipam" "$state_dir/pod-logs"
-  local name
-  for name in kubelet kube-scheduler kube-controller-manager kube-proxy; do
-    write_kubeconfig "$c/$name.kubeconfig" "$in_ns" "$name"
+# The control plane's kubeconfigs (node 1's namespace, where it runs).
+write_cluster_configs() {
+  local c="$state_dir/config" name
+  mkdir -p "$c"
+  for name in kube-scheduler kube-controller-manager; do
+    write_kubeconfig "$c/$name.kubeconfig" "https://$apiserver_ip:6443" "$name"
   done
+}
+
+# The selected node's configs, in its dir (node 1's: the state dir, as with a single node).
+write_node_configs() {
+  local c="$node_dir/config" in_ns="https://$apiserver_ip:6443"
+  mkdir -p "$c" "$node_dir/cni/net.d" "$node_dir/cni/ipam" "$node_dir/pod-logs"
+  write_kubeconfig "$c/kubelet.kubeconfig" "$in_ns" "kubelet$sfx"
+  write_kubeconfig "$c/kube-proxy.kubeconfig" "$in_ns" kube-proxy
   # Pods resolve through the cluster DNS (clusterDNS, CoreDNS); the node itself has no
   # resolver: an empty resolv.conf rather than the host's, unreachable from the namespace.
   : >"$c/resolv.conf"
 
   cat >"$c/containerd.toml" <<TOML
 version = 2
-root = "$state_dir/containerd/root"
-state = "$state_dir/containerd/state"
+root = "$node_dir/containerd/root"
+state = "$node_dir/containerd/state"
 disabled_plugins = [
   "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
   "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
 ]
 [grpc]
-  address = "$state_dir/containerd.sock"
+  address = "$node_dir/containerd.sock"
 [ttrpc]
-  address = "$state_dir/containerd.sock.ttrpc"
+  address = "$node_dir/containerd.sock.ttrpc"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$state_dir/containerd/opt"
+  path = "$node_dir/containerd/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
   # No CAP_SYS_RESOURCE here: without this every sandbox fails with
@@ -350,15 +412,15 @@ disabled_plugins = [
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         BinaryName = "$(command -v runc)"
-        Root = "$state_dir/containerd/runc"
+        Root = "$node_dir/containerd/runc"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin_dir"
-    conf_dir = "$state_dir/cni/net.d"
+    conf_dir = "$node_dir/cni/net.d"
 TOML
 
   # No ipMasq: nothing is translated, and nothing has anywhere to go but the bridge.
-  cat >"$state_dir/cni/net.d/10-ncclguard-node.conflist" <<JSON
+  cat >"$node_dir/cni/net.d/10-ncclguard-node.conflist" <<JSON
 {
   "cniVersion": "0.4.0",
   "name": "ncclguard-node",
@@ -371,7 +433,7 @@ TOML
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "dataDir": "$state_dir/cni/ipam",
+        "dataDir": "$node_dir/cni/ipam",
         "ranges": [[{"subnet": "$pod_cidr", "gateway": "$pod_gateway"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
@@ -393,14 +455,14 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: $state_dir/pki/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $state_dir/pki/kubelet-serving.crt
-tlsPrivateKeyFile: $state_dir/pki/kubelet-serving.key
+tlsCertFile: $state_dir/pki/kubelet-serving$sfx.crt
+tlsPrivateKeyFile: $state_dir/pki/kubelet-serving$sfx.key
 cgroupDriver: cgroupfs
-cgroupRoot: /$cgroup_name
+cgroupRoot: /$node_cgroup
 failSwapOn: false
 failCgroupV1: false
-containerRuntimeEndpoint: unix://$state_dir/containerd.sock
-podLogsDir: $state_dir/pod-logs
+containerRuntimeEndpoint: unix://$node_dir/containerd.sock
+podLogsDir: $node_dir/pod-logs
 resolvConf: $c/resolv.conf
 clusterDomain: cluster.local
 clusterDNS: [$dns_ip]
@@ -420,7 +482,7 @@ YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: $pod_cidr
+clusterCIDR: $cluster_cidr
 hostnameOverride: $node_name
 bindAddress: 127.0.0.1
 healthzBindAddress: 127.0.0.1:10256
@@ -472,23 +534,68 @@ require() {
   ((EUID == 0)) || die "must run as root (network namespace, mounts, cgroups)"
 }
 
-# The network namespace: lo, the node IP on a dummy device that also swallows
-# the service range, and the pods' bridge. Nothing else, so nothing leaves.
+# netns_exists <name>: whether a named network namespace exists (the name alone: node 1's
+# name is the start of the others').
+netns_exists() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF -- "$1"
+}
+
+# The selected node's network namespace: lo, the node IP, the service range, and the
+# pods' bridge. One node: the node IP on a dummy device that also swallows the service
+# range. Several: the node IP on a veth to the nodes' bridge (create_bridge_netns), routes
+# to the other nodes' pod ranges through it, and the service range on a dummy of its own.
+# Nothing else, so nothing leaves.
 create_netns() {
-  ip netns add "$netns"
-  ip -n "$netns" link set lo up
-  # A dummy device, or where the kernel has none an ifb one (no tc redirect: it
-  # drops what it is given, NOARP); either counts what it discards.
-  ip -n "$netns" link add node0 type dummy 2>/dev/null || ip -n "$netns" link add node0 type ifb ||
+  ip netns add "$node_netns"
+  ip -n "$node_netns" link set lo up
+  if ((node_count == 1)); then
+    # A dummy device, or where the kernel has none an ifb one (no tc redirect: it
+    # drops what it is given, NOARP); either counts what it discards.
+    add_discard_device node0
+    ip -n "$node_netns" addr add "$node_ip/32" dev node0
+    ip -n "$node_netns" link set node0 up
+    # A route must exist for a ClusterIP before kube-proxy's DNAT can rewrite it;
+    # one nobody answers is discarded by the dummy device.
+    ip -n "$node_netns" route add "$service_cidr" dev node0
+  else
+    # Both ends made from the bridge's namespace: neither ever appears in the host's.
+    ip -n "$bridge_netns" link add "n$node" type veth peer name node0 netns "$node_netns"
+    ip -n "$bridge_netns" link set "n$node" master br0 up
+    ip -n "$node_netns" addr add "$node_ip/24" dev node0
+    ip -n "$node_netns" link set node0 up
+    add_discard_device svc0
+    ip -n "$node_netns" link set svc0 up
+    ip -n "$node_netns" route add "$service_cidr" dev svc0 src "$node_ip"
+    local j other
+    for ((j = 1; j <= node_count; j++)); do
+      ((j != node)) || continue
+      other="10.244.$((j - 1)).0/24"
+      ip -n "$node_netns" route add "$other" via "10.233.0.$j" dev node0
+    done
+    # Packets between node0 and the pods' bridge are forwarded: set in this namespace
+    # (a sysctl of the network namespace of whoever writes it), never the host's.
+    nsenter --net="/run/netns/$node_netns" sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward' ||
+      die "enabling ip_forward in $node_netns failed"
+  fi
+  ip -n "$node_netns" link add cni0 type bridge
+  ip -n "$node_netns" addr add "$pod_gateway/${pod_cidr#*/}" dev cni0
+  ip -n "$node_netns" link set cni0 up
+}
+
+# add_discard_device <name>: a device in the selected node's namespace that takes packets and
+# drops them (dummy, or ifb where the kernel has no dummy).
+add_discard_device() {
+  ip -n "$node_netns" link add "$1" type dummy 2>/dev/null || ip -n "$node_netns" link add "$1" type ifb ||
     die "the kernel offers neither a dummy nor an ifb device"
-  ip -n "$netns" addr add "$node_ip/32" dev node0
-  ip -n "$netns" link set node0 up
-  # A route must exist for a ClusterIP before kube-proxy's DNAT can rewrite it;
-  # one nobody answers is discarded by the dummy device.
-  ip -n "$netns" route add "$service_cidr" dev node0
-  ip -n "$netns" link add cni0 type bridge
-  ip -n "$netns" addr add "$pod_gateway/${pod_cidr#*/}" dev cni0
-  ip -n "$netns" link set cni0 up
+}
+
+# Several nodes: the namespace of the bridge "br0" that joins their node0 veths, an L2
+# switch and nothing else (no address, no route, no other interface).
+create_bridge_netns() {
+  ip netns add "$bridge_netns"
+  ip -n "$bridge_netns" link set lo up
+  ip -n "$bridge_netns" link add br0 type bridge
+  ip -n "$bridge_netns" link set br0 up
 }
 
 # The holder keeps the namespaces alive: it sits in the network namespace and
@@ -499,8 +606,8 @@ create_netns() {
 start_holder() {
   (
     printf '%s\n' "$BASHPID" >"$(tracking_hierarchy)/$cgroup_name/daemons/cgroup.procs"
-    exec nsenter --net="/run/netns/$netns" -- unshare --mount --propagation slave -- sleep infinity
-  ) </dev/null >>"$state_dir/log/holder.log" 2>&1 &
+    exec nsenter --net="/run/netns/$node_netns" -- unshare --mount --propagation slave -- sleep infinity
+  ) </dev/null >>"$state_dir/log/holder$sfx.log" 2>&1 &
   local pid=$! i exe
   disown "$pid"
   exe="$(readlink -f "$(command -v sleep)")"
@@ -508,17 +615,17 @@ start_holder() {
     [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$exe" ]] || break
     sleep 0.01
   done
-  printf '%s %s\n' "$pid" "$exe" >"$state_dir/holder.pid"
+  printf '%s %s\n' "$pid" "$exe" >"$state_dir/holder$sfx.pid"
   local d
   for d in /run/containerd /var/log/containers /var/log/pods /var/lib/cni /run/netns; do
     in_node sh -c "mkdir -p '$d' && mount -t tmpfs -o mode=755 ncclguard-node '$d'" ||
-      fail_start holder "mounting a tmpfs on $d in the node's mount namespace failed"
+      fail_start "holder$sfx" "mounting a tmpfs on $d in the node's mount namespace failed"
   done
 }
 
 apiserver_probe() {
   in_node curl -fsS --max-time 3 --cacert "$state_dir/pki/ca.crt" --cert "$state_dir/pki/admin.crt" \
-    --key "$state_dir/pki/admin.key" "https://$node_ip:6443/readyz"
+    --key "$state_dir/pki/admin.key" "https://$apiserver_ip:6443/readyz"
 }
 
 start_control_plane() {
@@ -536,7 +643,7 @@ start_control_plane() {
   # kube-proxy's rules for them.
   launch kube-apiserver "$bin_dir/kube-apiserver" \
     --etcd-servers=http://127.0.0.1:2379 \
-    --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$node_ip" \
+    --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$apiserver_ip" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
     --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
@@ -570,28 +677,29 @@ start_forwarder() {
   [[ -x $python ]] || python="$(command -v python3)"
   # The forwarder runs in the host's network namespace (that is the point), but
   # in the node's cgroup so stop ends it with the rest.
-  spawn forward host "$python" "$script_dir/node/forward.py" "/run/netns/$netns" 0 "$node_ip" 6443 "$state_dir/forward.port"
+  spawn forward host "$python" "$script_dir/node/forward.py" "/run/netns/$netns" 0 "$apiserver_ip" 6443 "$state_dir/forward.port"
   rc=0; wait_until forward 10 test -s "$state_dir/forward.port" || rc=$?
   started forward "$rc" "a listening port"
   forward_port="$(cat "$state_dir/forward.port")"
 }
 
+# The selected node's containerd (with the images every node has), kubelet and kube-proxy.
 start_node_daemons() {
-  local rc
-  launch containerd "$(command -v containerd)" --config "$state_dir/config/containerd.toml"
-  rc=0; wait_until containerd "$ready_timeout" ctr --address "$state_dir/containerd.sock" version || rc=$?
-  started containerd "$rc" "its socket"
+  local rc sock="$node_dir/containerd.sock"
+  launch "containerd$sfx" "$(command -v containerd)" --config "$node_dir/config/containerd.toml"
+  rc=0; wait_until "containerd$sfx" "$ready_timeout" ctr --address "$sock" version || rc=$?
+  started "containerd$sfx" "$rc" "its socket"
   local archive
   for archive in "$pause_archive" "$coredns_archive" "$training_operator_archive"; do
-    ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$archive" >/dev/null ||
-      fail_start containerd "importing $archive failed"
+    ctr --address "$sock" -n k8s.io images import "$archive" >/dev/null ||
+      fail_start "containerd$sfx" "importing $archive failed"
   done
 
-  launch kubelet "$bin_dir/kubelet" --config="$state_dir/config/kubelet.yaml" \
-    --kubeconfig="$state_dir/config/kubelet.kubeconfig" --root-dir="$state_dir/kubelet" \
+  launch "kubelet$sfx" "$bin_dir/kubelet" --config="$node_dir/config/kubelet.yaml" \
+    --kubeconfig="$node_dir/config/kubelet.kubeconfig" --root-dir="$node_dir/kubelet" \
     --hostname-override="$node_name" --node-ip="$node_ip" \
     --node-labels="node.kubernetes.io/instance-type=$instance_type"
-  launch kube-proxy "$bin_dir/kube-proxy" --config="$state_dir/config/kube-proxy.yaml"
+  launch "kube-proxy$sfx" "$bin_dir/kube-proxy" --config="$node_dir/config/kube-proxy.yaml"
 }
 
 # The cluster DNS: CoreDNS (scripts/node/coredns.yaml) behind kube-system/kube-dns at $dns_ip.
@@ -605,12 +713,25 @@ start_dns() {
     fail_start coredns-apply "CoreDNS not Ready after ${ready_timeout}s: $("${kubectl[@]}" -n kube-system get pods -l k8s-app=kube-dns -o wide 2>&1 | tail -n1)"
 }
 
+# node_ready <name>: whether that Node is Ready.
 node_ready() {
-  [[ "$("$bin_dir/kubectl" --kubeconfig "$state_dir/kubeconfig" get node "$node_name" \
+  [[ "$("$bin_dir/kubectl" --kubeconfig "$state_dir/kubeconfig" get node "$1" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
+# The names of the first <count> nodes, space-separated.
+node_names() {
+  local i names=()
+  for ((i = 1; i <= $1; i++)); do
+    select_node "$i"
+    names+=("$node_name")
+  done
+  select_node 1
+  printf '%s' "${names[*]}"
+}
+
 cmd_start() {
+  [[ $node_count =~ ^[1-4]$ ]] || die "NCCLGUARD_NODE_COUNT must be 1 to $max_nodes, not '$node_count'"
   require
   if [[ -d "$state_dir" ]]; then
     [[ -f "$state_dir/$marker_file" ]] || [[ -z "$(ls -A "$state_dir")" ]] ||
@@ -626,27 +747,40 @@ cmd_start() {
   mkdir -p "$state_dir/log"
   chmod 700 "$state_dir"
   touch "$state_dir/$marker_file"
+  # Before anything of a second node exists, so that stop always knows how many to look for.
+  printf '%s\n' "$node_count" >"$state_dir/node-count"
   record_absent_host_paths
-  local begin=$SECONDS
-  log "starting node $node_name in network namespace $netns (state in $state_dir)"
+  local begin=$SECONDS i
+  if ((node_count == 1)); then
+    log "starting node $node_name in network namespace $netns (state in $state_dir)"
+  else
+    log "starting $node_count nodes in network namespaces $netns and $netns-<2..$node_count>, joined in $bridge_netns (state in $state_dir)"
+  fi
   generate_pki
-  write_configs
+  write_cluster_configs
+  for ((i = 1; i <= node_count; i++)); do select_node "$i"; write_node_configs; done
   create_cgroups
-  create_netns
-  start_holder
+  ((node_count == 1)) || create_bridge_netns
+  for ((i = 1; i <= node_count; i++)); do select_node "$i"; create_netns; start_holder; done
+  select_node 1
   start_control_plane
   start_forwarder
   write_kubeconfig "$state_dir/kubeconfig" "https://127.0.0.1:$forward_port" admin
-  start_node_daemons
+  for ((i = 1; i <= node_count; i++)); do select_node "$i"; start_node_daemons; done
   local deadline=$((SECONDS + ready_timeout)) name
-  until node_ready; do
-    for name in containerd kubelet kube-proxy kube-apiserver; do
-      pid_alive "$state_dir/$name.pid" || fail_start "$name" "$name exited while the node was coming up"
+  for ((i = 1; i <= node_count; i++)); do
+    select_node "$i"
+    until node_ready "$node_name"; do
+      for name in "containerd$sfx" "kubelet$sfx" "kube-proxy$sfx" kube-apiserver; do
+        pid_alive "$state_dir/$name.pid" || fail_start "$name" "$name exited while node $node_name was coming up"
+      done
+      ((SECONDS < deadline)) || fail_start "kubelet$sfx" "node $node_name not Ready after ${ready_timeout}s"
+      sleep 0.5
     done
-    ((SECONDS < deadline)) || fail_start kubelet "node $node_name not Ready after ${ready_timeout}s"
-    sleep 0.5
   done
+  select_node 1
   start_dns
+  # Node 1's values under the names a single node always had; NODE_NAMES etc. list them all.
   cat >"$state_dir/node.env" <<ENV
 KUBECONFIG=$state_dir/kubeconfig
 BIN_DIR=$bin_dir
@@ -659,9 +793,13 @@ DNS_IP=$dns_ip
 TRAINING_OPERATOR_IMAGE=$training_operator_image
 CONTAINERD_ADDRESS=$state_dir/containerd.sock
 CGROUP=$cgroup_name
+NODE_COUNT=$node_count
+NODE_NAMES="$(node_names "$node_count")"
 ENV
   trap - EXIT
-  log "node $node_name Ready, cluster DNS at $dns_ip, in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
+  local ready="node $node_name"
+  ((node_count == 1)) || ready="nodes $(node_names "$node_count")"
+  log "$ready Ready, cluster DNS at $dns_ip, in $((SECONDS - begin))s; API server https://127.0.0.1:$forward_port"
   printf 'export KUBECONFIG=%q\n' "$state_dir/kubeconfig"
   # shellcheck disable=SC2016 # $PATH is expanded by the eval, not here
   printf 'export PATH=%q:"$PATH"\n' "$bin_dir"
@@ -683,22 +821,40 @@ host_mounts() {
   awk -v dir="$state_dir" '$5 == dir || index($5, dir "/") == 1 { print $5 }' /proc/self/mountinfo
 }
 
+# Every network namespace an instance of this state dir can have, whatever its node count.
+all_netns() {
+  local i
+  printf '%s\n' "$netns"
+  for ((i = 2; i <= max_nodes; i++)); do printf '%s\n' "$netns-$i"; done
+  printf '%s\n' "$bridge_netns"
+}
+
 cleanup_leftovers() {
-  local name
+  local name i
   if [[ -d "$state_dir" ]]; then
-    # Daemons first (the kubelet would restart containers), then whatever is
-    # left in the node's cgroup: containerd's shims and the containers.
+    # Daemons first (the kubelets would restart containers), then whatever is
+    # left in the instance's cgroup: containerd's shims and the containers.
     for name in kubelet kube-proxy kube-scheduler kube-controller-manager containerd forward kube-apiserver etcd; do
       stop_recorded "$state_dir/$name.pid" 50
+      if [[ $name == kubelet || $name == kube-proxy || $name == containerd ]]; then
+        for ((i = 2; i <= max_nodes; i++)); do stop_recorded "$state_dir/$name-$i.pid" 50; done
+      fi
     done
   fi
   kill_cgroup_processes
-  [[ ! -d "$state_dir" ]] || stop_recorded "$state_dir/holder.pid" 20
+  if [[ -d "$state_dir" ]]; then
+    stop_recorded "$state_dir/holder.pid" 20
+    for ((i = 2; i <= max_nodes; i++)); do stop_recorded "$state_dir/holder-$i.pid" 20; done
+  fi
   remove_cgroups
   [[ ! -d "$state_dir" ]] || remove_created_host_paths
-  if ip netns list 2>/dev/null | grep -qw "^$netns"; then
-    ip netns del "$netns" || log "warning: could not delete network namespace $netns"
-  fi
+  # The node namespaces first (their end of each veth goes, and with it the bridge's end),
+  # then the bridge's.
+  while read -r name; do
+    if netns_exists "$name"; then
+      ip netns del "$name" || log "warning: could not delete network namespace $name"
+    fi
+  done < <(all_netns)
   local m
   while read -r m; do
     [[ -n "$m" ]] || continue
@@ -712,15 +868,17 @@ cleanup_leftovers() {
   fi
 }
 
-# What would be left behind; empty when the node is gone without a trace.
+# What would be left behind; empty when every node is gone without a trace.
 leftovers() {
-  local h pids
+  local h pids name
   pids="$(cgroup_pids | tr '\n' ' ')"
   [[ -z "${pids// /}" ]] || printf 'processes in cgroup %s: %s\n' "$cgroup_name" "$pids"
   while read -r h; do
     [[ ! -d "$h/$cgroup_name" ]] || printf 'cgroup %s\n' "$h/$cgroup_name"
   done < <(cgroup_hierarchies)
-  ! ip netns list 2>/dev/null | grep -qw "^$netns" || printf 'network namespace %s\n' "$netns"
+  while read -r name; do
+    ! netns_exists "$name" || printf 'network namespace %s\n' "$name"
+  done < <(all_netns)
   host_mounts | sed 's/^/mount /'
   [[ ! -d "$state_dir" ]] || printf 'state dir %s\n' "$state_dir"
 }
@@ -740,16 +898,22 @@ cmd_stop() {
 }
 
 cmd_status() {
-  local ok=0
+  local ok=0 i count
   if [[ -f "$state_dir/$marker_file" ]]; then
-    report_processes holder etcd kube-apiserver kube-controller-manager kube-scheduler containerd forward \
-      kubelet kube-proxy || ok=1
-    if ((ok == 0)) && node_ready; then
-      log "node $node_name Ready; KUBECONFIG=$state_dir/kubeconfig"
-    else
-      log "node $node_name is not Ready"
-      ok=1
-    fi
+    count="$(recorded_node_count)"
+    report_processes etcd kube-apiserver kube-controller-manager kube-scheduler forward || ok=1
+    for ((i = 1; i <= count; i++)); do
+      select_node "$i"
+      log "node $node_name ($node_ip, network namespace $node_netns):"
+      report_processes "holder$sfx" "containerd$sfx" "kubelet$sfx" "kube-proxy$sfx" || ok=1
+      if ((ok == 0)) && node_ready "$node_name"; then
+        log "node $node_name Ready"
+      else
+        log "node $node_name is not Ready"
+        ok=1
+      fi
+    done
+    ((ok != 0)) || log "$count node(s) Ready; KUBECONFIG=$state_dir/kubeconfig"
   else
     log "not running (no state in $state_dir)"
     ok=1
@@ -762,15 +926,29 @@ cmd_status() {
   return "$ok"
 }
 
+# Into every node's containerd: a pod may land on any of them.
 cmd_import() {
-  local archive="${1:-}"
+  local archive="${1:-}" i count
   [[ -f "$archive" ]] || die "import: no such archive '$archive'"
-  [[ -S "$state_dir/containerd.sock" ]] || die "no node runs in $state_dir"
-  ctr --address "$state_dir/containerd.sock" -n k8s.io images import "$archive" >&2
+  count="$(recorded_node_count)"
+  for ((i = 1; i <= count; i++)); do
+    select_node "$i"
+    [[ -S "$node_dir/containerd.sock" ]] || die "no node $node_name runs in $state_dir"
+    ctr --address "$node_dir/containerd.sock" -n k8s.io images import "$archive" >&2
+  done
 }
 
+# exec [--node I] <command...>
 cmd_exec() {
-  [[ -f "$state_dir/holder.pid" ]] && pid_alive "$state_dir/holder.pid" || die "no node runs in $state_dir"
+  local i=1
+  if [[ "${1:-}" == --node ]]; then
+    i="${2:-}"
+    shift 2 || die "exec --node needs a node number"
+  fi
+  [[ $i =~ ^[1-4]$ ]] && ((i <= $(recorded_node_count))) ||
+    die "exec --node: no node '$i' (the nodes are 1 to $(recorded_node_count))"
+  select_node "$i"
+  [[ -f "$state_dir/holder$sfx.pid" ]] && pid_alive "$state_dir/holder$sfx.pid" || die "no node $node_name runs in $state_dir"
   in_node "$@"
 }
 
@@ -782,7 +960,7 @@ main() {
     status) cmd_status ;;
     import) shift; cmd_import "$@" ;;
     exec) shift; cmd_exec "$@" ;;
-    *) printf 'usage: %s build|start|stop|status|import <archive>|exec <command...>\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build|start|stop|status|import <archive>|exec [--node I] <command...>\n' "$0" >&2; exit 2 ;;
   esac
 }
 

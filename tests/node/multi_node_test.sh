@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# ctest node_multi_tests (label node): two nodes (scripts/node.sh with NCCLGUARD_NODE_COUNT=2),
+# each in a network namespace of its own, joined by a bridge in a third, nothing leading out.
+#
+#   1. both Nodes Ready, with the instance-type label; node 2's routes: the other node's pod
+#      range via its node IP, the service range on its discard device, no default route
+#   2. a pod pinned (nodeName) on each node, the ncclguard image: the pod on node 2 reaches the
+#      pod on node 1 over TCP by pod IP, by its name under a headless Service (CoreDNS), and
+#      through a ClusterIP Service (node 2's kube-proxy), and node 1's pod reaches node 2's the
+#      same way; the API server reaches node 2's kubelet (logs, exec) and a pod there (proxy)
+#   3. CoreDNS moved to node 2 (node 1 cordoned, its pod deleted): node 1's pod still resolves
+#   4. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
+#      bridge's namespace holds only lo, br0 and the nodes' veths; the host's interfaces,
+#      iptables rules and ip_forward are the same during the run and after stop, and stop
+#      leaves nothing (stop_node fails the test otherwise)
+#
+# Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
+# Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
+# (a dir to copy the nodes' logs to).
+set -Eeuo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${NCCLGUARD_BUILD_DIR:-$root/build}"
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+# ---------------------------------------------------------------- can this host run a node?
+((EUID == 0)) || skip "the test node needs root (network namespace, mounts, cgroups)"
+for b in containerd runc buildah ip iptables nsenter unshare; do
+  command -v "$b" >/dev/null || skip "$b not installed (scripts/bootstrap.sh installs the node's packages)"
+done
+unshare --net --mount true 2>/dev/null || skip "cannot create network and mount namespaces here"
+# shellcheck source=../../scripts/controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
+for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm coredns; do
+  [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
+done
+[[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }
+
+work="$(mktemp -d /tmp/ncclguard-multi-test.XXXXXX)"
+export NCCLGUARD_NODE_DIR="$work/node"
+failures=0
+# shellcheck disable=SC2034 # lib.sh reads it
+begin=$SECONDS
+# shellcheck source=lib.sh
+source "$root/tests/node/lib.sh"
+
+host_forward_before="$(cat /proc/sys/net/ipv4/ip_forward)"
+host_links_before="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
+host_rules_before="$(iptables-save 2>/dev/null | grep -v '^[#:]' | sort || true)"
+# host_unchanged <when>: the host's interfaces, iptables rules and ip_forward are as before.
+host_unchanged() {
+  local links rules
+  links="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
+  rules="$(iptables-save 2>/dev/null | grep -v '^[#:]' | sort || true)"
+  if [[ "$(cat /proc/sys/net/ipv4/ip_forward)" == "$host_forward_before" && "$links" == "$host_links_before" &&
+    "$rules" == "$host_rules_before" ]]; then
+    pass "containment $1: the host's interfaces, iptables rules and ip_forward ($host_forward_before) are as before"
+  else
+    fail "containment $1: the host changed: ip_forward $(cat /proc/sys/net/ipv4/ip_forward) (was $host_forward_before); $(diff <(echo "$host_links_before") <(echo "$links") | tr '\n' ' ')$(diff <(echo "$host_rules_before") <(echo "$rules") | tr '\n' ' ')"
+  fi
+}
+
+# The nodes stopped here (logs kept first where asked), so that the host is compared once they
+# are gone; stop_node then finds nothing to stop, checks that nothing is left and exits.
+cleanup() {
+  local rc=$?
+  set +e
+  if [[ -n "${NCCLGUARD_NODE_TEST_KEEP:-}" && -d "$NCCLGUARD_NODE_DIR/log" ]]; then
+    mkdir -p "$NCCLGUARD_NODE_TEST_KEEP" && cp -r "$NCCLGUARD_NODE_DIR/log/." "$NCCLGUARD_NODE_TEST_KEEP/"
+  fi
+  local stop_begin=$SECONDS
+  if "$root/scripts/node.sh" stop >"$work/stop-first.log" 2>&1; then
+    pass "scripts/node.sh stop: both nodes gone in $((SECONDS - stop_begin))s, nothing left (no process, cgroup, namespace, mount, state)"
+  else
+    cat "$work/stop-first.log"
+    fail "scripts/node.sh stop left something behind"
+  fi
+  host_unchanged "after stop"
+  echo "node_multi_tests: $failures failure(s)"
+  ((failures == 0)) || rc=1
+  stop_node "$rc"
+}
+trap cleanup EXIT
+trap 'echo "FAIL: node_multi_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
+
+# ---------------------------------------------------------------- 1. two nodes and the image
+start=$SECONDS
+if ! NCCLGUARD_NODE_COUNT=2 "$root/scripts/node.sh" start >"$work/node.env" 2>"$work/node-start.log"; then
+  cat "$work/node-start.log"
+  echo "FAIL: scripts/node.sh start (NCCLGUARD_NODE_COUNT=2)"
+  exit 1
+fi
+eval "$(cat "$work/node.env")"
+# shellcheck disable=SC1091
+source "$NCCLGUARD_NODE_DIR/node.env"
+k() { kubectl --request-timeout=30s "$@"; }
+read -r node1 node2 <<<"$NODE_NAMES"
+ready_nodes="$(k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status},{.metadata.labels.node\.kubernetes\.io/instance-type} {end}')"
+if [[ "$NODE_COUNT" == 2 && "$node1" == ncclguard-node && "$node2" == ncclguard-node-2 &&
+  "$ready_nodes" == "ncclguard-node=True,p5.48xlarge ncclguard-node-2=True,p5.48xlarge " ]]; then
+  pass "2 nodes Ready in $((SECONDS - start))s, both labelled p5.48xlarge: $ready_nodes"
+else
+  fail "nodes: NODE_COUNT=$NODE_COUNT NODE_NAMES=$NODE_NAMES; $ready_nodes"
+fi
+in_node2() { "$root/scripts/node.sh" exec --node 2 "$@"; }
+routes2="$(in_node2 ip route show)"
+if [[ -z "$(in_node2 ip route show default)" ]] &&
+  grep -q '^10.244.0.0/24 via 10.233.0.1 dev node0 *$' <<<"$routes2" &&
+  in_node2 ip route get 10.96.0.250 | grep -q 'dev svc0 src 10.233.0.2' &&
+  [[ "$(in_node2 cat /proc/sys/net/ipv4/ip_forward)" == 1 ]]; then
+  pass "node 2's routes: no default route, node 1's pods via 10.233.0.1, the service range on svc0; it forwards"
+else
+  fail "node 2's routes: $(tr '\n' ';' <<<"$routes2") ip_forward $(in_node2 cat /proc/sys/net/ipv4/ip_forward)"
+fi
+
+if NCCLGUARD_IMAGE_ARCHIVE="$work/ncclguard.tar" "$root/scripts/image.sh" >"$work/image.log" 2>&1; then
+  pass "scripts/image.sh: image built and imported into both nodes' containerd"
+else
+  cat "$work/image.log"; echo "FAIL: scripts/image.sh"; exit 1
+fi
+app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")"
+image="ghcr.io/ncclguard/ncclguard:$app_version"
+
+# ---------------------------------------------------------------- 2. across the nodes
+# Each pod answers one HTTP-shaped line per connection (perl is in every Debian image) after
+# reading the request up to its empty line, so that both a bare TCP client and the API
+# server's pod proxy can talk to it.
+k create namespace multi >/dev/null
+pod() { # NAME NODE
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: multi, labels: {app: echo, pod: $1}}
+spec:
+  nodeName: $2
+  hostname: $1
+  subdomain: echo
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: echo
+    image: $image
+    imagePullPolicy: Never
+    command: [perl, -MIO::Socket::INET, -e]
+    args:
+    - |
+      \$| = 1;
+      my \$s = IO::Socket::INET->new(LocalPort => 7070, Listen => 8, ReuseAddr => 1) or die "listen: \$!";
+      print "listening\n";
+      while (my \$c = \$s->accept) {
+        while (my \$l = <\$c>) { last if \$l =~ /^\r?\n\$/; }
+        print \$c "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from $1 on $2\n";
+        close \$c;
+      }
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $1, namespace: multi}
+spec:
+  selector: {pod: $1}
+  ports: [{port: 7070}]
+YAML
+}
+{
+  pod one "$node1"; echo ---; pod two "$node2"; echo ---
+  printf '%s\n' 'apiVersion: v1' 'kind: Service' 'metadata: {name: echo, namespace: multi}' \
+    'spec: {clusterIP: None, selector: {app: echo}, ports: [{port: 7070}]}'
+} | k apply -f - >/dev/null
+listening() { k -n multi logs "$1" | grep -q listening; }
+if eventually 90 listening one && eventually 90 listening two; then
+  pass "a pod on each node Running: $(k -n multi get pods -o jsonpath='{range .items[*]}{.metadata.name}@{.spec.nodeName}={.status.podIP} {end}')"
+else
+  fail "pods: $(k -n multi get pods -o wide 2>&1 | tr '\n' ';')"
+  exit 1
+fi
+ip_one="$(k -n multi get pod one -o jsonpath='{.status.podIP}')"
+ip_two="$(k -n multi get pod two -o jsonpath='{.status.podIP}')"
+# dial <from pod> <host>: the answer of the pod listening at <host>:7070, from inside <from>.
+dial() {
+  k -n multi exec "$1" -- bash -c "exec 3<>/dev/tcp/$2/7070 && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && tail -n1 <&3"
+}
+answers() { [[ "$(dial "$1" "$2" 2>/dev/null)" == "hello from $3 on "* ]]; }
+check_dial() { # FROM HOST TO WHAT
+  if eventually 30 answers "$1" "$2" "$3"; then
+    pass "$1 -> $4 ($2): $(dial "$1" "$2")"
+  else
+    fail "$1 -> $4 ($2): $(dial "$1" "$2" 2>&1 | tail -n1)"
+  fi
+}
+[[ "$ip_one" == 10.244.0.* && "$ip_two" == 10.244.1.* ]] && pass "pod IPs from each node's range: $ip_one, $ip_two" ||
+  fail "pod IPs: one=$ip_one two=$ip_two"
+check_dial two "$ip_one" one "node 1's pod by pod IP"
+check_dial two one.echo.multi.svc.cluster.local one "node 1's pod by its headless Service name (CoreDNS)"
+check_dial two one.multi.svc.cluster.local one "node 1's pod through a ClusterIP Service (node 2's kube-proxy)"
+check_dial one "$ip_two" two "node 2's pod by pod IP"
+check_dial one two.echo two "node 2's pod by its headless Service name (CoreDNS)"
+check_dial one two two "node 2's pod through a ClusterIP Service (node 1's kube-proxy)"
+# The API server (node 1) to node 2: its kubelet (logs; exec ran above) and a pod there, dialled
+# at its endpoint as webhooks are.
+proxied="$(k get --raw "/api/v1/namespaces/multi/pods/two:7070/proxy/" 2>&1 | tail -n1 || true)"
+if [[ "$proxied" == "hello from two on $node2" ]] && listening two; then
+  pass "API server -> node 2: the kubelet's logs and exec, and the pod itself through the pod proxy: $proxied"
+else
+  fail "API server -> node 2's pod: $proxied"
+fi
+
+# ---------------------------------------------------------------- 3. CoreDNS on node 2
+k cordon "$node1" >/dev/null
+k -n kube-system delete pod -l k8s-app=kube-dns --wait=false >/dev/null
+dns_on_node2() {
+  [[ "$(k -n kube-system get pods -l k8s-app=kube-dns -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}x{end}{range .items[*]}{.spec.nodeName}={.status.containerStatuses[0].ready} {end}')" == "$node2=true " ]]
+}
+if eventually 90 dns_on_node2; then
+  check_dial one two.echo.multi.svc.cluster.local two "node 2's pod by name, CoreDNS now on node 2"
+else
+  fail "CoreDNS did not move to node 2: $(k -n kube-system get pods -l k8s-app=kube-dns -o wide 2>&1 | tr '\n' ';')"
+fi
+k uncordon "$node1" >/dev/null
+
+# ---------------------------------------------------------------- 4. containment on node 2
+if in_node2 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
+  fail "containment: a connection to 203.0.113.7 from node 2 succeeded"
+elif grep -q -i 'unreachable\|no route' "$work/dial.err"; then
+  pass "containment: 203.0.113.7 from node 2's namespace: $(tail -n1 "$work/dial.err")"
+else
+  fail "containment: 203.0.113.7 from node 2 failed, but not for lack of a route: $(cat "$work/dial.err")"
+fi
+if k -n multi exec two -- timeout 5 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/pod-dial.err"; then
+  fail "containment: a connection to 203.0.113.7 from node 2's pod succeeded"
+elif grep -q -i 'unreachable\|no route' "$work/pod-dial.err"; then
+  pass "containment: 203.0.113.7 from node 2's pod: $(grep -i 'unreachable\|no route' "$work/pod-dial.err" | tail -n1)"
+else
+  fail "containment: 203.0.113.7 from node 2's pod failed, but not for lack of a route: $(cat "$work/pod-dial.err")"
+fi
+bridge_ns="ncclguard-net-${NETNS#ncclguard-node-}"
+bridge_links="$(ip -n "$bridge_ns" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')"
+if [[ "$bridge_links" == "br0 lo n1 n2 " && -z "$(ip -n "$bridge_ns" route show)" ]]; then
+  pass "containment: the bridge's namespace $bridge_ns holds only ${bridge_links% } and no route"
+else
+  fail "containment: the bridge's namespace: links $bridge_links; routes $(ip -n "$bridge_ns" route show | tr '\n' ';')"
+fi
+ns_links="$(in_node2 ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')"
+unexpected="$(tr ' ' '\n' <<<"$ns_links" | grep -Ev '^(lo|node0|svc0|cni0|veth[0-9a-f]+|)$' || true)"
+[[ -z "$unexpected" ]] && pass "containment: node 2's interfaces: $ns_links" ||
+  fail "containment: unexpected interfaces in node 2's namespace: $unexpected"
+host_unchanged "with 2 nodes up"
+
