@@ -8,6 +8,7 @@
 #include "controllers/pod_logs.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/trainjob.h"
 
 namespace ncclguard::controllers {
 
@@ -37,6 +38,12 @@ class ClusterView {
   virtual std::vector<PodLogDigest> PodLogs(std::string_view /*namespace_*/,
                                             std::string_view /*pod*/) const {
     return {};
+  }
+  // A Kubeflow Trainer runtime (core/trainjob.h), a TrainingRuntime in `namespace_`; nullopt when
+  // it is not known (Trainer not installed, or a view that does not read runtimes).
+  virtual std::optional<Json> Runtime(const core::RuntimeRef& /*ref*/,
+                                      std::string_view /*namespace_*/) const {
+    return std::nullopt;
   }
   // The policy in force (the last good NcclPolicy, else the defaults).
   virtual const core::Policy& Policy() const = 0;

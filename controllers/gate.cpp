@@ -55,8 +55,9 @@ void FirstFailure(const Json& validation, std::string& check, std::string& detai
 
 }  // namespace
 
-std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy) {
-  const auto workload = core::ParseWorkload(job);
+std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy,
+                                    const core::RuntimeLookup& runtimes) {
+  const auto workload = core::ParseWorkload(job, runtimes);
   if (!workload) return {};
   return NodeDemands(workload->Subject(job), workload->templates, policy);
 }

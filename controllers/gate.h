@@ -22,7 +22,8 @@ struct NodeDemand {
 // more nodes than the job can use); an instance type missing from the catalog counts one node per
 // pod. Templates without GPUs or without a known instance type need no validated node.
 // Throws core::InputError when the spec cannot be read.
-std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy);
+std::vector<NodeDemand> NodeDemands(const Json& job, const core::Policy& policy,
+                                    const core::RuntimeLookup& runtimes = {});
 // The same over explicit pod templates of `object` (a Kueue Workload's pod sets).
 std::vector<NodeDemand> NodeDemands(const Json& object,
                                     const std::vector<core::PodTemplate>& templates,

@@ -126,7 +126,11 @@ class JobReconcile {
 
   void ReadSpec() {
     try {
-      demands_ = NodeDemands(job_, policy_);
+      // A TrainJob's pods are its runtime's: their GPUs and instance type are read there.
+      demands_ =
+          NodeDemands(job_, policy_, [this](const core::RuntimeRef& ref, std::string_view ns) {
+            return view_.Runtime(ref, ns);
+          });
       master_addr_ = core::MasterAddress(job_, policy_.cluster_domain);
     } catch (const core::InputError& e) {
       spec_error_ = e.what();

@@ -141,6 +141,7 @@ constexpr std::array<KindInfo, 9> kKinds{{
         .api_version = "trainer.kubeflow.org/v1alpha1",
         .kind_name = "ClusterTrainingRuntime",
         .resource = "clustertrainingruntimes",
+        .cluster_scoped = true,
         .layout = TemplateLayout::ReplicatedJobs,
         .templates = "/spec/template/spec/replicatedJobs",
         .training_container = "node",

@@ -66,6 +66,7 @@ struct KindInfo {
   std::string_view api_version{};  // the version ncclguard writes; any version of the group is read
   std::string_view kind_name{};    // "PyTorchJob"
   std::string_view resource{};     // REST plural
+  bool cluster_scoped = false;     // ClusterTrainingRuntime; every other kind is namespaced
   TemplateLayout layout{};
   std::string_view templates{};      // JSON Pointer of the pod template(s)
   std::string_view ranks_per_pod{};  // JSON Pointer of the declared processes per pod, or ""

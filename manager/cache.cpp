@@ -50,7 +50,7 @@ kube::ResourceRef ForKind(core::WorkloadKind kind) {
   return {api_version.substr(0, slash),
           api_version.substr(slash + 1),
           std::string(info.resource),
-          true,
+          !info.cluster_scoped,
           "",
           ""};
 }
@@ -200,6 +200,20 @@ std::optional<Json> CacheView::NodeValidation(std::string_view node_name) const 
 
 std::optional<Json> CacheView::Namespace(std::string_view name) const {
   return Copy(caches_.namespaces().Get(std::string(name)));
+}
+
+std::optional<Json> CacheView::Runtime(const core::RuntimeRef& ref,
+                                       std::string_view namespace_) const {
+  const kube::ResourceRef resource = watched::ForKind(ref.kind);
+  kube::Informer* informer = nullptr;
+  try {
+    informer = &caches_.Get(resource);
+  } catch (const std::out_of_range&) {
+    return std::nullopt;  // no enabled controller reads runtimes
+  }
+  return Copy(resource.namespaced
+                  ? informer->Get(kube::ObjectKey(std::string(namespace_), ref.name))
+                  : informer->Get(ref.name));
 }
 
 std::vector<Json> CacheView::EventsAbout(std::string_view namespace_, std::string_view kind,

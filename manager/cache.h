@@ -89,6 +89,8 @@ class CacheView : public controllers::ClusterView {
                                          std::string_view label_value) const override;
   std::optional<core::Json> NodeValidation(std::string_view node_name) const override;
   std::optional<core::Json> Namespace(std::string_view name) const override;
+  std::optional<core::Json> Runtime(const core::RuntimeRef& ref,
+                                    std::string_view namespace_) const override;
   std::vector<core::Json> EventsAbout(std::string_view namespace_, std::string_view kind,
                                       std::string_view name) const override;
   const core::Policy& Policy() const override { return *policy_; }

@@ -164,6 +164,10 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   };
   spec.watches.push_back({&caches.nodes(), pending, nullptr});
   spec.watches.push_back({&caches.node_validations(), pending, nullptr});
+  // A held TrainJob's demand is its runtime's pods.
+  for (const core::KindInfo& info : core::TemplateKinds()) {
+    spec.watches.push_back({&caches.Get(watched::ForKind(info.kind)), pending, nullptr});
+  }
   spec.watches.push_back({&caches.namespaces(),
                           [&caches](const Json& ns) {
                             const std::string name = controllers::Meta(ns, "name");
@@ -273,6 +277,11 @@ ControllerModule DeclareTrainingJobs() {
     module.access.push_back(Access(resource.group, {resource.resource + "/status"}, {"patch"},
                                    "training-job reconciler: the NcclPreflight and NcclDiagnosis "
                                    "conditions"));
+  }
+  // Kubeflow Trainer's runtimes: the pods of the TrainJobs that name them (whole objects: a
+  // runtime is read as the Trainer reads it, and a cluster has a handful).
+  for (const core::KindInfo& info : core::TemplateKinds()) {
+    module.reads.push_back({watched::ForKind(info.kind), nullptr, {}});
   }
   module.reads.push_back(
       {kube::resources::Pods(), PodProjection(), {{kPodsByJobIndex, PodsByJob()}}});

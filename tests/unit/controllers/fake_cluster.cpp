@@ -178,6 +178,17 @@ std::optional<Json> FakeCluster::NodeValidation(std::string_view node) const {
   return it->second;
 }
 
+std::optional<Json> FakeCluster::Runtime(const core::RuntimeRef& ref, std::string_view ns) const {
+  const core::KindInfo& info = core::KindInfoOf(ref.kind);
+  for (const Json& runtime : runtimes_) {
+    if (runtime.value("kind", "") != info.kind_name) continue;
+    if (runtime["metadata"].value("name", "") != ref.name) continue;
+    if (!info.cluster_scoped && runtime["metadata"].value("namespace", "") != ns) continue;
+    return runtime;
+  }
+  return std::nullopt;
+}
+
 std::optional<Json> FakeCluster::Namespace(std::string_view name) const {
   const auto it = namespaces_.find(std::string(name));
   if (it == namespaces_.end()) return std::nullopt;

@@ -28,6 +28,8 @@ class FakeCluster : public controllers::ClusterView {
   void AddNode(const std::string& name, const std::string& instance_type,
                const std::string& summary, Json checks = Json::array(), bool cordoned = false);
   void AddEvent(Json event);
+  // A Kubeflow Trainer runtime (TrainingRuntime or ClusterTrainingRuntime).
+  void AddRuntime(Json runtime) { runtimes_.push_back(std::move(runtime)); }
   core::Policy& policy() { return policy_; }
 
   // Applies the actions in order, as the executor would; returns how many failed (Conflict).
@@ -47,6 +49,7 @@ class FakeCluster : public controllers::ClusterView {
   std::optional<Json> Namespace(std::string_view name) const override;
   std::vector<Json> EventsAbout(std::string_view ns, std::string_view kind,
                                 std::string_view name) const override;
+  std::optional<Json> Runtime(const core::RuntimeRef& ref, std::string_view ns) const override;
   const core::Policy& Policy() const override { return policy_; }
 
  private:
@@ -59,6 +62,7 @@ class FakeCluster : public controllers::ClusterView {
   std::vector<Json> nodes_;
   std::map<std::string, Json> validations_;
   std::vector<Json> events_;
+  std::vector<Json> runtimes_;
   core::Policy policy_;
   int next_version_ = 100;
 };

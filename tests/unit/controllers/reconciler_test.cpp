@@ -548,3 +548,60 @@ TEST(JobKeysForPod, MapsEachKindsPodLabels) {
 
 }  // namespace
 }  // namespace ncclguard::test
+
+namespace ncclguard::test {
+namespace {
+
+// A TrainJob whose runtime puts its pods on p5.48xlarge with 8 GPUs each: the gate reads its
+// demand in the runtime the controller's cache holds, holds it while one of its two nodes fails,
+// and releases it by its spec.suspend once two pass.
+TEST(TrainJobGate, TheDemandIsTheRuntimesPodsAndTheReleaseIsSpecSuspend) {
+  FakeCluster cluster;
+  cluster.AddNamespace("team-a", true);
+  cluster.AddRuntime(Yaml(R"(
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: torch-p5}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            spec:
+              template:
+                spec:
+                  nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+                  containers: [{name: node, image: torch:1, resources: {limits: {nvidia.com/gpu: 8}}}]
+)"));
+  cluster.AddJob(Yaml(R"(
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: llama, namespace: team-a, annotations: {ncclguard.io/gate: pending}}
+spec:
+  suspend: true
+  runtimeRef: {name: torch-p5}
+  trainer: {numNodes: 2, image: train:1}
+)"));
+  cluster.AddNode("node-1", "p5.48xlarge", "Pass");
+  cluster.AddNode("node-2", "p5.48xlarge", "Fail", EfaFailure());
+  const JobKey key{WorkloadKind::TrainJob, "team-a", "llama"};
+  auto held = controllers::ReconcileTrainingJob(key, cluster, kNow);
+  ASSERT_EQ(cluster.Apply(held.actions), 0);
+  EXPECT_TRUE(Only<CreateObject>(held.actions).empty())
+      << "the JobSet controller makes the Service";
+  const Json condition = Condition(cluster.JobObject(key), "NcclPreflight");
+  EXPECT_EQ(condition["status"], "False");
+  EXPECT_EQ(condition["message"].get<std::string>().rfind("1/2 p5.48xlarge nodes validated", 0), 0u)
+      << condition;
+  EXPECT_FALSE(condition.contains("lastUpdateTime")) << "metav1.Condition, as TrainJob's schema";
+  EXPECT_EQ(cluster.JobObject(key)["spec"]["suspend"], true);
+
+  cluster.AddNode("node-3", "p5.48xlarge", "Pass");  // a second good node joins
+  const auto released = controllers::ReconcileTrainingJob(key, cluster, kNow);
+  ASSERT_EQ(cluster.Apply(released.actions), 0);
+  EXPECT_EQ(cluster.JobObject(key)["spec"]["suspend"], false);
+}
+
+}  // namespace
+}  // namespace ncclguard::test
