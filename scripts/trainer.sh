@@ -58,8 +58,10 @@ trainer_webhooks=(mutatingwebhookconfiguration/defaulter.trainer.kubeflow.org
 # (ValidCert): an RSA CA key in PKCS#1, the CA certificate valid for the DNS name <CA name>, the
 # serving certificate for <service DNS name> with serverAuth; both valid far beyond its 90-day
 # look-ahead.
+# Certificates already in <dir> (install's copy of those in the cluster) are kept.
 make_certs() {
   local dir="$1" ca_name="$2" dns="$3"
+  [[ -s "$dir/ca.crt" && -s "$dir/ca.key" && -s "$dir/tls.crt" && -s "$dir/tls.key" ]] && return 0
   mkdir -p "$dir"
   openssl genrsa -traditional -out "$dir/ca.key" 2048 2>/dev/null &&
     openssl req -x509 -new -key "$dir/ca.key" -days 3650 -subj "/O=$ca_name/CN=$ca_name" \
@@ -249,12 +251,28 @@ retry() {
   done
 }
 
+# existing_certs <namespace> <secret> <dir>: the certificates of a webhook Secret already in the
+# cluster into <dir>, so that installing again keeps them: new ones would reach the webhook
+# configurations at once but the running server only after the kubelet's next Secret volume
+# sync (a minute or more), and until then the API server could not call it.
+existing_certs() {
+  local ns="$1" secret="$2" dir="$3" key value
+  mkdir -p "$dir"
+  for key in ca.crt ca.key tls.crt tls.key; do
+    value="$(k -n "$ns" get secret "$secret" -o jsonpath="{.data.${key//./\\.}}" 2>/dev/null)" || value=""
+    [[ -n "$value" ]] || { rm -f "$dir"/*; return 0; }
+    base64 -d <<<"$value" >"$dir/$key"
+  done
+}
+
 cmd_install() {
   local tmp start=$SECONDS
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064 # expand now
   trap "rm -rf '$tmp'" RETURN
   import_images
+  existing_certs "$jobset_namespace" jobset-webhook-server-cert "$tmp/jobset/certs"
+  existing_certs "$trainer_namespace" kubeflow-trainer-webhook-cert "$tmp/trainer/certs"
   render "$tmp" >"$tmp/all.yaml" 2>"$tmp/render.err" || { cat "$tmp/render.err" >&2; die "rendering the manifests failed"; }
   # Server-side: the CRDs are too large for the last-applied annotation of a client-side apply.
   k apply --server-side --force-conflicts -f "$tmp/all.yaml" >"$tmp/apply.log" 2>&1 ||
