@@ -21,6 +21,12 @@ ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/controller/ncclguard_controller_bench}
 [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_controller_bench >/dev/null
 
+# The PyTorchJob and JobSet CRDs are their projects' own, from the Go module cache.
+# shellcheck source=../scripts/controlplane/versions.sh
+source "$root/scripts/controlplane/versions.sh"
+training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+jobset=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
+
 work=$(mktemp -d)
 controller_pid=""
 export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
@@ -40,9 +46,10 @@ for run in $(seq "$runs"); do
   "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1
   kubeconfig=$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig
   kubectl=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")/kubectl
-  for crd in "$root"/tests/controlplane/crds/{pytorchjob,mpijob,jobset}-crd.yaml \
+  for crd in "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" \
+    "$root/tests/controlplane/crds/mpijob-crd.yaml" "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" \
     "$root"/crds/{nodevalidation,ncclpolicy}.yaml; do
-    "$kubectl" --kubeconfig "$kubeconfig" apply -f "$crd" >/dev/null
+    "$kubectl" --kubeconfig "$kubeconfig" apply --server-side -f "$crd" >/dev/null
   done
   "$kubectl" --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s \
     crd --all >/dev/null

@@ -265,9 +265,12 @@ can() {
   fi
 }
 # The training operators' CRDs, so that kubectl resolves their resources: the Kubeflow training
-# operator's own PyTorchJob CRD from the Go module cache, test copies for the kinds it does not ship.
+# operator's own PyTorchJob CRD and JobSet's from the Go module cache, test copies for the kinds
+# neither ships.
 training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
 k apply --server-side -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+jobset=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
+k apply --server-side -f "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" >/dev/null
 for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
 # A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
 for _ in $(seq 60); do k wait --for=condition=Established --timeout=30s crd --all >/dev/null 2>&1 && break; sleep 0.5; done

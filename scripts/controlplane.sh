@@ -8,6 +8,8 @@
 #   scripts/controlplane.sh build training   also the Kubeflow training operator and CoreDNS
 #                                    (the node's training jobs and cluster DNS, issue 14)
 #   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
+#   scripts/controlplane.sh build trainer    also the JobSet controller and Kubeflow Trainer v2's
+#                                    controller-manager (scripts/trainer.sh installs them)
 #   scripts/controlplane.sh build all    all of the above, in as few `go build`s as there are
 #                                    modules (the fastest way from nothing: scripts/test.sh);
 #                                    several groups may be named at once (`build node training`),
@@ -72,8 +74,10 @@ find_go() {
 # ---------------------------------------------------------------- build
 
 # Every binary, the module it is built from and its package there. All but the training
-# operator come from one module (scripts/controlplane/components), so a package they share is
-# compiled once, and one `go build` of several of them keeps both cores busy.
+# operator and JobSet come from one module (scripts/controlplane/components), so a package they
+# share is compiled once, and one `go build` of several of them keeps both cores busy. The jobset
+# module requires the versions components has of what they share, so Go's build cache serves
+# those packages to it too.
 declare -A binary_module=() binary_package=()
 while IFS='|' read -r b m p; do
   binary_module[$b]=$m
@@ -90,6 +94,8 @@ kube-proxy|components|./cmd/kube-proxy
 coredns|components|./cmd/coredns
 kueue|components|sigs.k8s.io/kueue/cmd/kueue
 training-operator.v1|training|github.com/kubeflow/training-operator/cmd/training-operator.v1
+trainer-controller-manager|components|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+jobset|jobset|sigs.k8s.io/jobset
 EOF
 
 # The binaries of each argument of `build`.
@@ -99,8 +105,9 @@ binaries_of() {
     node) echo kubelet kube-scheduler kube-controller-manager kube-proxy ;;
     training) echo training-operator.v1 coredns ;;
     kueue) echo kueue ;;
+    trainer) echo jobset trainer-controller-manager ;;
     all) echo "${!binary_module[@]}" ;;
-    *) die "build: unknown component '$1' (known: controlplane, node, training, kueue, all)" ;;
+    *) die "build: unknown component '$1' (known: controlplane, node, training, kueue, trainer, all)" ;;
   esac
 }
 
@@ -140,6 +147,8 @@ module_ldflags() {
     done
     ldflags+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
     ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+  elif [[ $module == jobset ]]; then
+    ldflags+=" -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION"
   fi
   printf '%s' "$ldflags"
 }
@@ -159,7 +168,8 @@ build_module() {
   rmdir "$tmp"
 }
 
-# cmd_build [GROUP...]: the binaries of the groups (controlplane, node, training, kueue, all);
+# cmd_build [GROUP...]: the binaries of the groups (controlplane, node, training, kueue, trainer,
+# all);
 # none: the control plane (etcd, kube-apiserver, kubectl, helm). A binary is rebuilt when it is
 # missing or its stamp differs from its module's hash; what is missing of one module is built
 # in one `go build`.
@@ -172,7 +182,7 @@ cmd_build() {
   exec 9>"$cache_dir/.build.lock"
   flock 9
   local module
-  for module in components training; do
+  for module in components training jobset; do
     local hash b stale=() packages=()
     hash="$(module_hash "$module" "$go")"
     for b in $wanted; do
@@ -198,11 +208,11 @@ cmd_build() {
 # compiling), so that scripts/test.sh can fetch them while other stages use the CPUs.
 cmd_download() {
   local go module; go="$(find_go)"
-  for module in components training; do
+  for module in components training jobset; do
     (cd "$modules_dir/$module" && GOFLAGS="-mod=readonly" "$go" mod download) ||
       die "download of scripts/controlplane/$module's modules failed"
   done
-  log "modules of scripts/controlplane/{components,training} downloaded"
+  log "modules of scripts/controlplane/{components,training,jobset} downloaded"
 }
 
 # cmd_source_dir MODULE@VERSION: the module's read-only source tree in the Go
@@ -636,7 +646,7 @@ main() {
     stop-etcd) cmd_stop_etcd ;;
     start-etcd) cmd_start_etcd ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [controlplane|node|training|kueue|all]...|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [controlplane|node|training|kueue|trainer|all]...|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 

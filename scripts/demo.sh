@@ -76,13 +76,15 @@ eval "$("$root/scripts/controlplane.sh" start)" || fail "the control plane did n
 note "KUBECONFIG=$KUBECONFIG"
 
 say "2. Installing the Helm chart's objects (manifests/: the chart rendered with default values)"
-# The Kubeflow training operator's PyTorchJob CRD (from the Go module cache); minimal MPIJob
-# (v2beta1) and JobSet CRDs stand in for theirs.
+# The Kubeflow training operator's PyTorchJob CRD and JobSet's CRD (from the Go module cache); a
+# minimal MPIJob (v2beta1) CRD stands in for the mpi-operator's.
 # shellcheck source=controlplane/versions.sh
 source "$root/scripts/controlplane/versions.sh"
 training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+jobset=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
 kubectl apply --server-side -f "$root/manifests/crds.yaml" -f "$root/tests/controlplane/crds/" \
-  -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  -f "$training_operator/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" \
+  -f "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" >/dev/null
 # A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
 for _ in $(seq 60); do kubectl wait --for condition=established --timeout=60s crd --all >/dev/null 2>&1 && break; sleep 0.5; done
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null

@@ -169,11 +169,16 @@ cmd_build() {
   "$script_dir/bootstrap.sh" --node-only
   # The node's own control plane, its commands, CoreDNS and the training operator: one
   # `go build` for what they share.
-  "$script_dir/controlplane.sh" build controlplane node training
+  "$script_dir/controlplane.sh" build controlplane node training trainer
   build_pause_image
   build_binary_image "$coredns_archive" "$coredns_image" "$bin_dir/coredns" /coredns
   build_binary_image "$training_operator_archive" "$training_operator_image" \
     "$bin_dir/training-operator.v1" /manager
+  # JobSet and Kubeflow Trainer v2 (scripts/trainer.sh installs them and imports these).
+  build_binary_image "$image_cache/jobset-$JOBSET_VERSION.tar" "localhost/ncclguard-node/jobset:$JOBSET_VERSION" \
+    "$bin_dir/jobset" /manager
+  build_binary_image "$image_cache/trainer-$TRAINER_VERSION.tar" "localhost/ncclguard-node/trainer:$TRAINER_VERSION" \
+    "$bin_dir/trainer-controller-manager" /manager
 }
 
 # ---------------------------------------------------------------- processes

@@ -18,3 +18,10 @@ KUEUE_VERSION=v0.17.0
 # Its own module (scripts/controlplane/training): v1.8.1 is built on k8s.io/* v0.29 and
 # controller-runtime v0.17, six minors from the others; it is compiled apart.
 TRAINING_OPERATOR_VERSION=v1.8.1
+# JobSet and Kubeflow Trainer v2 (scripts/trainer.sh): the versions Kueue v0.17.0's go.mod pins
+# (its JobSet and TrainJob integrations are built against their APIs). The Trainer's
+# controller-manager builds in the components module (it is on controller-runtime v0.23, as
+# Kueue); JobSet v0.11.1's manager needs controller-runtime v0.22 and is built in its own
+# module (scripts/controlplane/jobset), on the same k8s.io/* and shared versions as components.
+JOBSET_VERSION=v0.11.1
+TRAINER_VERSION=v2.2.0

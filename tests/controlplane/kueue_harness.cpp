@@ -50,7 +50,8 @@ long HttpStatus(const std::string& url) {
 // The webhooks of the integrations the tests enable, and of Kueue's own kinds; the others
 // (pods, deployments, ...) are not served by a manager without those integrations.
 bool Wanted(const std::string& path) {
-  for (const char* part : {"batch-v1-job", "kubeflow-org-v1-pytorchjob", "kueue-x-k8s-io"}) {
+  for (const char* part : {"batch-v1-job", "kubeflow-org-v1-pytorchjob", "jobset-x-k8s-io",
+                           "trainer-kubeflow-org-v1alpha1-trainjob", "kueue-x-k8s-io"}) {
     if (path.find(part) != std::string::npos) return true;
   }
   return false;
@@ -97,6 +98,11 @@ void InstallKueueCrds(TestKubeClient& client) {
                             NCCLGUARD_TRAINING_OPERATOR_VERSION) +
                 "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
             60s);
+  // The JobSet and TrainJob integrations watch these kinds from the start (the TrainJob one also
+  // indexes TrainingRuntimes and ClusterTrainingRuntimes, and owns JobSets); without their CRDs
+  // Kueue defers those integrations.
+  ApplyCrds(client, JobSetCrd(), 60s);
+  for (const std::string& crd : TrainerCrds()) ApplyCrds(client, crd, 60s);
 }
 
 KueueManager::KueueManager(const ControlPlaneInfo& info, TestKubeClient& client,
@@ -129,7 +135,8 @@ internalCertManagement:
   enable: false
 manageJobsWithoutQueueName: false
 integrations:
-  frameworks: ["batch/job", "kubeflow.org/pytorchjob"]
+  frameworks: ["batch/job", "kubeflow.org/pytorchjob", "jobset.x-k8s.io/jobset",
+               "trainer.kubeflow.org/trainjob"]
 )");
 
   // The upstream webhook configurations, pointed at this process.

@@ -24,8 +24,10 @@ KueueBuild BuildKueue(const ControlPlaneInfo& info);
 // Throws when the module proxy does not give it.
 std::string ModuleSourceDir(const std::string& module_at_version);
 
-// Kueue's CRDs (config/components/crd/bases) and the Kubeflow PyTorchJob CRD
-// (training-operator manifests/base/crds), from the module cache.
+// Kueue's CRDs (config/components/crd/bases), the Kubeflow PyTorchJob CRD (training-operator
+// manifests/base/crds), JobSet's and Kubeflow Trainer v2's CRDs (manifests.h), from the module
+// cache: what the integrations the harness enables (batch/job, kubeflow.org/pytorchjob,
+// jobset.x-k8s.io/jobset, trainer.kubeflow.org/trainjob) watch.
 void InstallKueueCrds(TestKubeClient& client);
 
 // One Kueue manager process with its webhooks registered; the destructor stops it (SIGTERM to

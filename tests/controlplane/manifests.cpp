@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <stdexcept>
@@ -107,46 +108,57 @@ void ApplyCrds(TestKubeClient& client, const std::string& path, std::chrono::mil
 
 std::string TestCrdDir() { return SourceDir() + "/tests/controlplane/crds"; }
 
-namespace {
-
-// The training operator's module dir in the Go module cache, looked up once per test binary.
-std::string TrainingOperatorDir() {
-  static std::once_flag once;
-  static std::string dir;
-  static std::string error;
-  std::call_once(once, [] {
+std::string PinnedModuleDir(const std::string& module, const std::string& version_key) {
+  static std::mutex mutex;
+  // module -> its directory, or the error that getting it gave.
+  static std::map<std::string, std::pair<std::string, std::string>> found;
+  std::lock_guard lock(mutex);
+  auto known = found.find(module);
+  if (known == found.end()) {
+    std::string dir, error;
     const std::string versions = SourceDir() + "/scripts/controlplane/versions.sh";
     std::ifstream in(versions);
     std::string line, version;
     while (std::getline(in, line)) {
-      if (line.starts_with("TRAINING_OPERATOR_VERSION=")) version = line.substr(line.find('=') + 1);
+      if (line.starts_with(version_key + "=")) version = line.substr(line.find('=') + 1);
     }
     if (version.empty()) {
-      error = "no TRAINING_OPERATOR_VERSION in " + versions;
-      return;
+      error = "no " + version_key + " in " + versions;
+    } else {
+      ProcessResult got = RunProcess({ControlPlaneScript(), "source-dir", module + "@" + version});
+      while (!got.stdout_text.empty() && got.stdout_text.back() == '\n') got.stdout_text.pop_back();
+      if (got.exit_code != 0 || got.stdout_text.empty()) {
+        error = "scripts/controlplane.sh source-dir " + module + "@" + version +
+                " failed: " + got.stderr_text;
+      } else {
+        dir = got.stdout_text;
+      }
     }
-    ProcessResult found = RunProcess(
-        {ControlPlaneScript(), "source-dir", "github.com/kubeflow/training-operator@" + version});
-    while (!found.stdout_text.empty() && found.stdout_text.back() == '\n')
-      found.stdout_text.pop_back();
-    if (found.exit_code != 0 || found.stdout_text.empty()) {
-      error = "scripts/controlplane.sh source-dir github.com/kubeflow/training-operator@" +
-              version + " failed: " + found.stderr_text;
-      return;
-    }
-    dir = found.stdout_text;
-  });
-  if (dir.empty()) throw std::runtime_error(error);
-  return dir;
+    known = found.emplace(module, std::make_pair(dir, error)).first;
+  }
+  if (known->second.first.empty()) throw std::runtime_error(known->second.second);
+  return known->second.first;
 }
 
-}  // namespace
+std::string JobSetCrd() {
+  return PinnedModuleDir("sigs.k8s.io/jobset", "JOBSET_VERSION") +
+         "/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml";
+}
+
+std::vector<std::string> TrainerCrds() {
+  const std::string crds = PinnedModuleDir("github.com/kubeflow/trainer/v2", "TRAINER_VERSION") +
+                           "/manifests/base/crds/";
+  return {crds + "trainer.kubeflow.org_trainjobs.yaml",
+          crds + "trainer.kubeflow.org_trainingruntimes.yaml",
+          crds + "trainer.kubeflow.org_clustertrainingruntimes.yaml"};
+}
 
 std::string JobCrd(const std::string& kind) {
   if (kind == "PyTorchJob")
-    return TrainingOperatorDir() + "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml";
+    return PinnedModuleDir("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION") +
+           "/manifests/base/crds/kubeflow.org_pytorchjobs.yaml";
   if (kind == "MPIJob") return TestCrdDir() + "/mpijob-crd.yaml";
-  if (kind == "JobSet") return TestCrdDir() + "/jobset-crd.yaml";
+  if (kind == "JobSet") return JobSetCrd();
   if (kind == "HyperPodPyTorchJob") return TestCrdDir() + "/hyperpodpytorchjob-crd.yaml";
   throw std::invalid_argument("JobCrd: no CRD for kind " + kind);
 }

@@ -23,14 +23,26 @@ std::string CrdPath(const std::string& name);
 void ApplyCrds(TestKubeClient& client, const std::string& path,
                std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-// The CRDs under tests/controlplane/crds (MPIJob, JobSet).
+// The CRDs under tests/controlplane/crds (MPIJob, HyperPodPyTorchJob).
 std::string TestCrdDir();
+
+// The directory of `module` at the version that `version_key` (e.g. "JOBSET_VERSION") pins in
+// scripts/controlplane/versions.sh, in the Go module cache (scripts/controlplane.sh source-dir
+// downloads it once); looked up once per test binary. Throws when it cannot be had.
+std::string PinnedModuleDir(const std::string& module, const std::string& version_key);
+
+// JobSet's own CRD (config/components/crd/bases of sigs.k8s.io/jobset at JOBSET_VERSION).
+std::string JobSetCrd();
+
+// Kubeflow Trainer v2's CRDs (manifests/base/crds of github.com/kubeflow/trainer/v2 at
+// TRAINER_VERSION): TrainJob, TrainingRuntime, ClusterTrainingRuntime.
+std::vector<std::string> TrainerCrds();
 
 // The CRD file of a training-job kind. "PyTorchJob": the Kubeflow training operator's own
 // (manifests/base/crds of github.com/kubeflow/training-operator at the version pinned in
-// scripts/controlplane/versions.sh, from the Go module cache: scripts/controlplane.sh
-// source-dir). "MPIJob" (kubeflow.org/v2beta1, the mpi-operator's) and "JobSet": the minimal
-// ones in TestCrdDir(). Throws for another kind or when the module cannot be had.
+// scripts/controlplane/versions.sh, from the Go module cache). "JobSet": JobSetCrd(). "MPIJob"
+// (kubeflow.org/v2beta1, the mpi-operator's) and "HyperPodPyTorchJob": the minimal ones in
+// TestCrdDir(). Throws for another kind or when the module cannot be had.
 std::string JobCrd(const std::string& kind);
 
 }  // namespace ncclguard::testenv

@@ -7,6 +7,7 @@ godebug default=go1.25
 
 require (
 	github.com/coredns/coredns v1.14.7
+	github.com/kubeflow/trainer/v2 v2.2.0
 	go.etcd.io/etcd/server/v3 v3.6.16
 	helm.sh/helm/v3 v3.20.2
 	k8s.io/component-base v0.35.4
@@ -128,7 +129,6 @@ require (
 	github.com/klauspost/compress v1.19.1 // indirect
 	github.com/kubeflow/mpi-operator v0.8.0 // indirect
 	github.com/kubeflow/spark-operator/v2 v2.5.0 // indirect
-	github.com/kubeflow/trainer/v2 v2.2.0 // indirect
 	github.com/kubeflow/training-operator v1.9.3 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/lann/builder v0.0.0-20180802200727-47ae307949d0 // indirect
