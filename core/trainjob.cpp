@@ -1,6 +1,9 @@
 #include "core/trainjob.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/errors.h"
 #include "core/json_access.h"
@@ -17,21 +20,46 @@ Json& ObjectField(Json& parent, const char* key) {
   return field;
 }
 
-// Merges `entries` into the list `into` by the string field `key`: an entry of the same key
-// replaces the one there, a new one is appended.
+// The value of an entry's `key` as a map key ("" when it has none: such entries never match).
+std::string KeyOf(const Json& entry, const char* key) {
+  if (!entry.is_object()) return {};
+  const auto found = entry.find(key);
+  if (found == entry.end()) return {};
+  return found->is_string() ? "s" + found->get<std::string>() : "j" + found->dump();
+}
+
+// Merges `entries` into the list `into` by the field `key`: an entry of the same key replaces the
+// one there, a new one is appended. Linear: positions are found through an index, so a list of
+// 100,000 variables costs no more than reading it.
 void MergeByKey(Json& into, const Json& entries, const char* key) {
   if (!into.is_array()) into = Json::array();
-  for (const Json& entry : entries) {
-    const auto same = std::find_if(into.begin(), into.end(), [&](const Json& existing) {
-      return existing.is_object() && entry.is_object() && existing.contains(key) &&
-             entry.contains(key) && existing[key] == entry[key];
-    });
-    if (same != into.end()) {
-      *same = entry;
-    } else {
-      into.push_back(entry);
-    }
+  std::unordered_map<std::string, std::size_t> at;
+  at.reserve(into.size() + entries.size());
+  for (std::size_t i = 0; i < into.size(); ++i) {
+    std::string k = KeyOf(into[i], key);
+    if (!k.empty()) at.try_emplace(std::move(k), i);
   }
+  for (const Json& entry : entries) {
+    std::string k = KeyOf(entry, key);
+    const auto same = k.empty() ? at.end() : at.find(k);
+    if (same != at.end()) {
+      into[same->second] = entry;
+      continue;
+    }
+    if (!k.empty()) at.emplace(std::move(k), into.size());
+    into.push_back(entry);
+  }
+}
+
+// The keys of a list's entries, for the "is it new" questions of a runtime patch.
+std::unordered_set<std::string> KeysOf(const Json* list, const char* key) {
+  std::unordered_set<std::string> keys;
+  if (list == nullptr || !list->is_array()) return keys;
+  for (const Json& entry : *list) {
+    std::string k = KeyOf(entry, key);
+    if (!k.empty()) keys.insert(std::move(k));
+  }
+  return keys;
 }
 
 // Objects merge key by key, anything else is replaced.
@@ -117,10 +145,13 @@ void ApplyTrainer(const Json& trainjob, Json& jobset, std::optional<std::int64_t
 
 void PatchContainers(Json& into, const Json& patches) {
   if (!into.is_array()) return;
+  std::unordered_map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < into.size(); ++i) by_name.try_emplace(KeyOf(into[i], "name"), i);
   for (const Json& patch : patches) {
-    if (!patch.is_object() || !patch.contains("name") || !patch["name"].is_string()) continue;
-    Json* container = FindByName(into, patch["name"].get_ref<const std::string&>());
-    if (container == nullptr) continue;  // Trainer patches only the containers the runtime has
+    const auto found = by_name.find(KeyOf(patch, "name"));
+    // Trainer patches only the containers the runtime has.
+    if (found == by_name.end() || found->first.empty()) continue;
+    Json* container = &into[found->second];
     if (const auto env = patch.find("env"); env != patch.end() && env->is_array()) {
       MergeByKey((*container)["env"], *env, "name");
     }
@@ -158,6 +189,11 @@ void ApplyRuntimePatches(const Json& trainjob, Json& jobset) {
   const JsonPointer patches_at("/spec/runtimePatches");
   const Json* patches = OptionalArray(trainjob, patches_at);
   if (patches == nullptr) return;
+  Json& rendered_jobs = jobset["spec"]["replicatedJobs"];
+  std::unordered_map<std::string, std::size_t> job_at;
+  for (std::size_t i = 0; i < rendered_jobs.size(); ++i) {
+    job_at.try_emplace(KeyOf(rendered_jobs[i], "name"), i);
+  }
   for (std::size_t i = 0; i < patches->size(); ++i) {
     const JsonPointer at = patches_at / i / "trainingRuntimeSpec" / "template";
     if (OptionalObject(trainjob, at) == nullptr) continue;
@@ -167,8 +203,9 @@ void ApplyRuntimePatches(const Json& trainjob, Json& jobset) {
     if (jobs == nullptr) continue;
     for (std::size_t j = 0; j < jobs->size(); ++j) {
       const auto name = OptionalString(trainjob, jobs_at / j / "name");
-      Json* job = name ? FindByName(jobset["spec"]["replicatedJobs"], *name) : nullptr;
-      if (job == nullptr) continue;
+      const auto found = name ? job_at.find("s" + *name) : job_at.end();
+      if (found == job_at.end()) continue;
+      Json* job = &rendered_jobs[found->second];
       const JsonPointer job_template = jobs_at / j / "template";
       MergeMetadata(ObjectField(ObjectField(*job, "template"), "metadata"),
                     OptionalObject(trainjob, job_template / "metadata"));
@@ -188,13 +225,6 @@ const Json* PodSpecIn(const Json& job) {
   return job.is_object() && job.contains(at) && job.at(at).is_object() ? &job.at(at) : nullptr;
 }
 
-bool HasEntry(const Json* list, const char* key, const Json& value) {
-  if (list == nullptr || !list->is_array()) return false;
-  return std::any_of(list->begin(), list->end(), [&](const Json& entry) {
-    return entry.is_object() && entry.contains(key) && entry[key] == value;
-  });
-}
-
 const Json* Field(const Json& object, const char* key) {
   const auto found = object.find(key);
   return found == object.end() ? nullptr : &*found;
@@ -210,10 +240,10 @@ std::optional<Json> ContainerPatch(const Json& before, const Json& after) {
     patch["securityContext"] = *context;
   }
   if (const Json* mounts = Field(after, "volumeMounts"); mounts != nullptr && mounts->is_array()) {
+    const auto existing = KeysOf(Field(before, "volumeMounts"), "mountPath");
     for (const Json& mount : *mounts) {
-      if (!mount.is_object() || !mount.contains("mountPath")) continue;
-      if (HasEntry(Field(before, "volumeMounts"), "mountPath", mount["mountPath"])) continue;
-      patch["volumeMounts"].push_back(mount);
+      const std::string k = KeyOf(mount, "mountPath");
+      if (!k.empty() && !existing.contains(k)) patch["volumeMounts"].push_back(mount);
     }
   }
   if (patch.size() == 1) return std::nullopt;
@@ -223,25 +253,22 @@ std::optional<Json> ContainerPatch(const Json& before, const Json& after) {
 std::optional<Json> PodSpecPatch(const Json& before, const Json& after) {
   Json patch = Json::object();
   if (const Json* volumes = Field(after, "volumes"); volumes != nullptr && volumes->is_array()) {
+    const auto existing = KeysOf(Field(before, "volumes"), "name");
     for (const Json& volume : *volumes) {
-      if (!volume.is_object() || !volume.contains("name")) continue;
-      if (!HasEntry(Field(before, "volumes"), "name", volume["name"])) {
-        patch["volumes"].push_back(volume);
-      }
+      const std::string k = KeyOf(volume, "name");
+      if (!k.empty() && !existing.contains(k)) patch["volumes"].push_back(volume);
     }
   }
   const Json* containers = Field(after, "containers");
   const Json* old_containers = Field(before, "containers");
   if (containers != nullptr && containers->is_array() && old_containers != nullptr &&
       old_containers->is_array()) {
+    std::unordered_map<std::string, const Json*> old_by_name;
+    for (const Json& c : *old_containers) old_by_name.try_emplace(KeyOf(c, "name"), &c);
     for (const Json& container : *containers) {
-      if (!container.is_object() || !container.contains("name")) continue;
-      const auto old =
-          std::find_if(old_containers->begin(), old_containers->end(), [&](const Json& c) {
-            return c.is_object() && c.contains("name") && c["name"] == container["name"];
-          });
-      if (old == old_containers->end()) continue;
-      if (auto changed = ContainerPatch(*old, container)) {
+      const auto old = old_by_name.find(KeyOf(container, "name"));
+      if (old == old_by_name.end() || old->first.empty()) continue;
+      if (auto changed = ContainerPatch(*old->second, container)) {
         patch["containers"].push_back(std::move(*changed));
       }
     }
@@ -328,8 +355,7 @@ std::optional<Json> RuntimePatchOf(const Json& rendered, const Json& fixed) {
 
 bool HasRuntimePatch(const Json& trainjob) {
   const Json* patches = OptionalArray(trainjob, JsonPointer("/spec/runtimePatches"));
-  return patches != nullptr &&
-         HasEntry(patches, "manager", Json(std::string(kRuntimePatchManager)));
+  return KeysOf(patches, "manager").contains("s" + std::string(kRuntimePatchManager));
 }
 
 }  // namespace ncclguard::core

@@ -12,6 +12,7 @@
 #include "core/json_reader.h"
 #include "core/patch.h"
 #include "core/policy.h"
+#include "core/trainjob.h"
 #include "memory/allocation_budget.h"
 #include "tests/unit/resource_bound.h"
 #include "webhook/review_answer.h"
@@ -241,6 +242,53 @@ TEST(AllocationBudget, ThePoolIsSharedAndGivenBackWhenAScopeEnds) {
     EXPECT_GE(pool.InUse(), 2 * kMiB);
   }
   EXPECT_EQ(pool.InUse(), 0u);
+}
+
+}  // namespace
+}  // namespace ncclguard::test
+
+namespace ncclguard::test {
+namespace {
+
+// A TrainJob is rendered into the JobSet Trainer makes of it (core/trainjob.h): env entries,
+// volumes, mounts and patches are merged by name through indexes. Was quadratic before it was
+// measured: each entry searched the list it was merged into.
+TEST(ParserBounds, ATrainJobWithEightyThousandEnvEntriesAndPatchesIsRenderedInLinearTime) {
+  constexpr int kEntries = 80000;
+  Json trainjob{{"apiVersion", "trainer.kubeflow.org/v1alpha1"},
+                {"kind", "TrainJob"},
+                {"metadata", {{"name", "t"}, {"namespace", "ml"}}},
+                {"spec",
+                 {{"runtimeRef", {{"name", "torch"}}},
+                  {"trainer", {{"numNodes", 2}, {"env", Json::array()}}}}}};
+  Json patch_spec = {{"volumes", Json::array()}, {"containers", Json::array()}};
+  Json mounts = Json::array();
+  for (int i = 0; i < kEntries; ++i) {
+    const std::string n = std::to_string(i);
+    trainjob["spec"]["trainer"]["env"].push_back(Json{{"name", "V" + n}, {"value", n}});
+    patch_spec["volumes"].push_back(Json{{"name", "v" + n}, {"emptyDir", Json::object()}});
+    mounts.push_back(Json{{"name", "v" + n}, {"mountPath", "/m/" + n}});
+  }
+  patch_spec["containers"].push_back(Json{{"name", "node"}, {"volumeMounts", mounts}});
+  Json jobs = Json::array();
+  for (int i = 0; i < kEntries; ++i) {
+    jobs.push_back(Json{{"name", i == 0 ? std::string("node") : "j" + std::to_string(i)},
+                        {"template", {{"spec", {{"template", {{"spec", patch_spec}}}}}}}});
+    if (i == 0) patch_spec = Json::object();  // one full entry, the others small
+  }
+  trainjob["spec"]["runtimePatches"] = Json::array(
+      {Json{{"manager", "m"},
+            {"trainingRuntimeSpec", {{"template", {{"spec", {{"replicatedJobs", jobs}}}}}}}}});
+  const BoundedRun run = RunBounded(kCpuSeconds, 2048 * kMiB, [&] {
+    const Json rendered = core::RenderTrainJob(trainjob, nullptr);
+    const Json& node = rendered.at(
+        core::JsonPointer("/spec/replicatedJobs/0/template/spec/template/spec/containers/0"));
+    return std::to_string(node.at("env").size()) + " env, " +
+           std::to_string(node.at("volumeMounts").size()) + " mounts";
+  });
+  EXPECT_TRUE(run.finished) << "signal " << run.signal << " after " << run.cpu_seconds
+                            << " s of CPU";
+  EXPECT_EQ(run.result, "80000 env, 80000 mounts");
 }
 
 }  // namespace
