@@ -103,7 +103,7 @@ std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& r
 
   const KindInfo& info = KindInfoOf(*kind);
   const JsonPointer templates{std::string(info.templates)};
-  Workload workload{*kind, {}, nullptr};
+  Workload workload{*kind, {}, nullptr, false};
   switch (info.layout) {
     case TemplateLayout::PodSpec:
       if (OptionalObject(object, templates) != nullptr) {
@@ -137,6 +137,7 @@ std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& r
       }
       workload.rendered =
           std::make_shared<const Json>(RenderTrainJob(object, runtime ? &*runtime : nullptr));
+      workload.runtime_missing = !runtime;
       AddReplicatedJobs(*workload.rendered, templates, RanksPerPod(object, info.ranks_per_pod),
                         workload);
       break;

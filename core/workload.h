@@ -28,6 +28,9 @@ struct Workload {
   // the object its templates point into: the JobSet made of it (core/trainjob.h). Null for the
   // others, whose templates point into the object itself.
   std::shared_ptr<const Json> rendered;
+  // Rendered without its runtime (not found, or nowhere to look: the webhook): the templates lack
+  // whatever the runtime sets, such as the pods' instance type.
+  bool runtime_missing = false;
 
   // The object the templates point into.
   const Json& Subject(const Json& object) const { return rendered ? *rendered : object; }

@@ -17,6 +17,8 @@ class InstanceTypeUnknown final : public Rule {
   void CheckTemplate(const TemplateContext& ctx, RuleReport& report) const override {
     const TemplateFacts& facts = ctx.facts;
     if (facts.instance_type_name || !(facts.HasGpuContainer() || facts.RequestsEfa())) return;
+    // A TrainJob judged without its runtime: the runtime usually pins the type.
+    if (ctx.workload.runtime_missing) return;
     report.Add(
         facts.pod_spec / "nodeSelector",
         "GPU pod template" + (facts.tmpl->role.empty() ? std::string() : " " + facts.tmpl->role) +

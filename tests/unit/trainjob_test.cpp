@@ -205,9 +205,16 @@ TEST(TrainJobRules, TheRuntimesPodsAreCheckedAndFindingsPointAtTheTrainJob) {
   EXPECT_FALSE(FindingsOf(evaluation, "world-size-mismatch").empty());
   // The nodeSelector is the runtime's: without it the type is not known.
   EXPECT_FALSE(FindingsOf(evaluation, "efa-resources-missing").empty());
-  EXPECT_TRUE(
-      FindingsOf(core::Evaluate(TrainJob(), core::Policy::Defaults()), "efa-resources-missing")
-          .empty());
+  const auto alone = core::Evaluate(TrainJob(), core::Policy::Defaults());
+  EXPECT_TRUE(FindingsOf(alone, "efa-resources-missing").empty());
+  // Nor is it said to lack one: the runtime, unknown here, usually pins it.
+  EXPECT_TRUE(FindingsOf(alone, "instance-type-unknown").empty());
+  Json runtime = P5Runtime();
+  runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+      .erase("nodeSelector");
+  const auto without_type =
+      core::Evaluate(TrainJob(), core::Policy::Defaults(), {.runtimes = Runtimes(runtime)});
+  EXPECT_FALSE(FindingsOf(without_type, "instance-type-unknown").empty());
 }
 
 TEST(TrainJobFixes, IpcLockAndDevShmComeBackAsNcclguardsRuntimePatch) {
