@@ -146,9 +146,9 @@ check_fixed_inside() { # POD WHAT
   fi
 }
 # From a pod, <name> resolves to <ip> and a TCP connection to <port> there is answered "rank0".
-reaches() { # POD NAME IP PORT
+reaches() { # POD NAME IP PORT CONTAINER
   local out
-  out="$(k -n team exec "$1" -- bash -c "getent hosts $2 | awk '{print \$1}'; perl -MIO::Socket::INET -e '\$c = IO::Socket::INET->new(PeerAddr => \"$2\", PeerPort => $4, Timeout => 5) or die \"connect: \$!\"; print scalar <\$c>'" 2>&1)"
+  out="$(k -n team exec "$1" -c "${5:-}" -- bash -c "getent hosts $2 | awk '{print \$1}'; perl -MIO::Socket::INET -e '\$c = IO::Socket::INET->new(PeerAddr => \"$2\", PeerPort => $4, Timeout => 5) or die \"connect: \$!\"; print scalar <\$c>'" 2>/dev/null)"
   [[ "$out" == "$3"$'\n'"rank0" ]]
 }
 # Rank 0's program: it listens on the port it is given (its first argument) and answers "rank0".
@@ -224,7 +224,7 @@ rank0_ip="$(k -n team get pod "$rank0" -o jsonpath='{.status.podIP}')"
 rank1_node="$(k -n team get pod "$rank1" -o jsonpath='{.spec.nodeName}')"
 master="$(k -n team exec "$rank1" -- printenv PET_MASTER_ADDR 2>&1)"
 port="$(k -n team exec "$rank1" -- printenv PET_MASTER_PORT 2>&1)"
-if eventually 60 reaches "$rank1" "$master" "$rank0_ip" "$port"; then
+if eventually 60 reaches "$rank1" "$master" "$rank0_ip" "$port" node; then
   pass "from $rank1 on $rank1_node: PET_MASTER_ADDR $master resolves to $rank0 ($rank0_ip) on the other node, and port $port answers"
 else
   fail "from $rank1 on $rank1_node: $master / $port: $(k -n team exec "$rank1" -- getent hosts "$master" 2>&1)"
@@ -287,7 +287,7 @@ js0="$(pod_at js 0)"
 js1="$(pod_at js 1)"
 check_fixed_inside "$js1" "JobSet pod"
 js0_ip="$(k -n team get pod "$js0" -o jsonpath='{.status.podIP}')"
-if eventually 60 reaches "$js1" js-workers-0-0.js "$js0_ip" 29500; then
+if eventually 60 reaches "$js1" js-workers-0-0.js "$js0_ip" 29500 train; then
   pass "from $js1: js-workers-0-0.js (the JobSet's pod hostname and subdomain) resolves to $js0 ($js0_ip) on the other node, and port 29500 answers"
 else
   fail "from $js1: js-workers-0-0.js: $(k -n team exec "$js1" -- getent hosts js-workers-0-0.js 2>&1)"
@@ -374,12 +374,12 @@ fi
 worker="$(k -n team get pods -l training.kubeflow.org/job-name=bert,training.kubeflow.org/replica-type=worker -o jsonpath='{.items[0].metadata.name}')"
 master_pod="$(k -n team get pods -l training.kubeflow.org/job-name=bert,training.kubeflow.org/replica-type=master -o jsonpath='{.items[0].metadata.name}')"
 master_ip="$(k -n team get pod "$master_pod" -o jsonpath='{.status.podIP}')"
-master_addr="$(k -n team exec "$worker" -- printenv MASTER_ADDR 2>&1)"
-master_port="$(k -n team exec "$worker" -- printenv MASTER_PORT 2>&1)"
-if eventually 60 reaches "$worker" "$master_addr" "$master_ip" "$master_port"; then
+master_addr="$(k -n team exec "$worker" -c pytorch -- printenv MASTER_ADDR 2>&1)"
+master_port="$(k -n team exec "$worker" -c pytorch -- printenv MASTER_PORT 2>&1)"
+if eventually 60 reaches "$worker" "$master_addr" "$master_ip" "$master_port" pytorch; then
   pass "from the Worker $worker: MASTER_ADDR $master_addr resolves to the Master ($master_ip) on the other node, and port $master_port answers"
 else
-  fail "from the Worker $worker: $master_addr:$master_port: $(k -n team exec "$worker" -- getent hosts "$master_addr" 2>&1)"
+  fail "from the Worker $worker: $master_addr:$master_port: $(k -n team exec "$worker" -c pytorch -- getent hosts "$master_addr" 2>&1)"
 fi
 
 echo "trainer_tests: $failures failure(s) in $((SECONDS - begin))s"
