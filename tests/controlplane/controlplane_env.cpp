@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #ifndef NCCLGUARD_SOURCE_DIR
 #error "NCCLGUARD_SOURCE_DIR must be defined by the build (the repository root)"
@@ -60,6 +62,23 @@ std::string MakeTempDir(const std::string& prefix) {
   if (mkdtemp(pattern.data()) == nullptr) {
     throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
   }
+  // Removed when the test binary exits, so that runs leave nothing in /tmp; only by the process
+  // that made them (a forked child that exits must not take its parent's files).
+  static std::mutex mutex;
+  static std::vector<std::string> made;
+  static const pid_t owner = getpid();
+  std::lock_guard lock(mutex);
+  if (made.empty()) {
+    std::atexit([] {
+      if (getpid() != owner) return;
+      std::lock_guard exiting(mutex);
+      for (const std::string& dir : made) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      }
+    });
+  }
+  made.push_back(pattern);
   return pattern;
 }
 
