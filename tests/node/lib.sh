@@ -1,6 +1,6 @@
-# What the node tests share (sourced): PASS/FAIL lines that count failures, `eventually`, and
-# the cleanup that stops the node. The caller sets $root, $work, NCCLGUARD_NODE_DIR, failures=0
-# and begin=$SECONDS.
+# What the node tests share (sourced): whether this host can run a node (require_node_host), the
+# test's work dir (start_work), PASS/FAIL lines that count failures, `eventually`, and the cleanup
+# that stops the node. The caller sets $root and $build first.
 # shellcheck shell=bash disable=SC2154 # root, work and begin are the caller's
 
 pass() { printf 'PASS [%3ds]: %s\n' "$((SECONDS - begin))" "$*"; }
@@ -30,4 +30,34 @@ stop_node() {
   fi
   rm -rf "$work"
   exit "$rc"
+}
+
+skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
+
+# require_node_host [BINARY...]: exits 77 (ctest: skipped), saying why, where this host cannot run
+# a test node (not root, a package missing, no namespaces) or the node's binaries and BINARY... are
+# not built; fails where the ncclguard binary is missing. Sets bin, the binary cache.
+require_node_host() {
+  local b
+  ((EUID == 0)) || skip "the test node needs root (network namespaces, mounts, cgroups)"
+  for b in containerd runc buildah ip iptables nsenter unshare openssl; do
+    command -v "$b" >/dev/null || skip "$b not installed (scripts/bootstrap.sh installs the node's packages)"
+  done
+  unshare --net --mount true 2>/dev/null || skip "cannot create network and mount namespaces here"
+  # shellcheck source=../../scripts/controlplane/versions.sh
+  source "$root/scripts/controlplane/versions.sh"
+  bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
+  for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm coredns "$@"; do
+    [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
+  done
+  [[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }
+}
+
+# start_work <name>: a fresh $work dir (/tmp/ncclguard-<name>.XXXXXX) holding the node's state
+# (NCCLGUARD_NODE_DIR); the PASS/FAIL count and clock start.
+start_work() {
+  work="$(mktemp -d "/tmp/ncclguard-$1.XXXXXX")"
+  export NCCLGUARD_NODE_DIR="$work/node"
+  failures=0
+  begin=$SECONDS
 }

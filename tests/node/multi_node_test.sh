@@ -17,33 +17,16 @@
 # Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
 # Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
 # (a dir to copy the nodes' logs to).
+# shellcheck disable=SC2154 # work, bin, failures and begin are set by lib.sh (start_work, require_node_host)
 set -Eeuo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="${NCCLGUARD_BUILD_DIR:-$root/build}"
-skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
-
-# ---------------------------------------------------------------- can this host run a node?
-((EUID == 0)) || skip "the test node needs root (network namespace, mounts, cgroups)"
-for b in containerd runc buildah ip iptables nsenter unshare; do
-  command -v "$b" >/dev/null || skip "$b not installed (scripts/bootstrap.sh installs the node's packages)"
-done
-unshare --net --mount true 2>/dev/null || skip "cannot create network and mount namespaces here"
-# shellcheck source=../../scripts/controlplane/versions.sh
-source "$root/scripts/controlplane/versions.sh"
-bin="${NCCLGUARD_CONTROLPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclguard/controlplane/$KUBERNETES_VERSION}/bin"
-for b in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd kubectl helm coredns; do
-  [[ -x "$bin/$b" ]] || skip "$bin/$b not built (scripts/node.sh build; scripts/test.sh does it)"
-done
-[[ -x "$build/cli/ncclguard" ]] || { echo "FAIL: no $build/cli/ncclguard (scripts/build.sh ncclguard)"; exit 1; }
-
-work="$(mktemp -d /tmp/ncclguard-multi-test.XXXXXX)"
-export NCCLGUARD_NODE_DIR="$work/node"
-failures=0
 # shellcheck disable=SC2034 # lib.sh reads it
-begin=$SECONDS
+build="${NCCLGUARD_BUILD_DIR:-$root/build}"
 # shellcheck source=lib.sh
 source "$root/tests/node/lib.sh"
+require_node_host
+start_work multi-test
 
 host_forward_before="$(cat /proc/sys/net/ipv4/ip_forward)"
 host_links_before="$(ip -o link show | awk -F': ' '{print $2}' | sort)"
