@@ -392,6 +392,10 @@ int RunController(const ControllerOptions& options) {
         [server = webhook.server.get()](std::shared_ptr<const core::Policy> policy) {
           server->UsePolicy(std::move(policy));
         };
+    // And judges a TrainJob with the runtime it names, from the controller's caches.
+    manager_options.runtimes_ready = [server = webhook.server.get()](core::RuntimeLookup lookup) {
+      server->UseRuntimes(std::move(lookup));
+    };
   }
   const kube::StopToken stop;
   signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {

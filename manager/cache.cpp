@@ -202,18 +202,41 @@ std::optional<Json> CacheView::Namespace(std::string_view name) const {
   return Copy(caches_.namespaces().Get(std::string(name)));
 }
 
-std::optional<Json> CacheView::Runtime(const core::RuntimeRef& ref,
-                                       std::string_view namespace_) const {
+std::optional<Json> RuntimeIn(const Caches& caches, const core::RuntimeRef& ref,
+                              std::string_view namespace_) {
   const kube::ResourceRef resource = watched::ForKind(ref.kind);
   kube::Informer* informer = nullptr;
   try {
-    informer = &caches_.Get(resource);
+    informer = &caches.Get(resource);
   } catch (const std::out_of_range&) {
     return std::nullopt;  // no enabled controller reads runtimes
   }
   return Copy(resource.namespaced
                   ? informer->Get(kube::ObjectKey(std::string(namespace_), ref.name))
                   : informer->Get(ref.name));
+}
+
+std::optional<Json> CacheView::Runtime(const core::RuntimeRef& ref,
+                                       std::string_view namespace_) const {
+  return RuntimeIn(caches_, ref, namespace_);
+}
+
+std::optional<Json> RuntimeSource::Find(const core::RuntimeRef& ref,
+                                        std::string_view namespace_) const {
+  std::lock_guard lock(mutex_);
+  if (caches_ == nullptr) return std::nullopt;
+  return RuntimeIn(*caches_, ref, namespace_);
+}
+
+void RuntimeSource::Detach() {
+  std::lock_guard lock(mutex_);
+  caches_ = nullptr;
+}
+
+core::RuntimeLookup RuntimeSource::Lookup(std::shared_ptr<const RuntimeSource> source) {
+  return [source = std::move(source)](const core::RuntimeRef& ref, std::string_view ns) {
+    return source->Find(ref, ns);
+  };
 }
 
 std::vector<Json> CacheView::EventsAbout(std::string_view namespace_, std::string_view kind,

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,24 @@ kube::Projection UnionOf(std::vector<kube::Projection> projections);
 inline constexpr const char* kPodsByJobIndex = "job";            // "<ns>/<label>=<value>"
 inline constexpr const char* kNodesByInstanceType = "instance";  // instance-type label value
 inline constexpr const char* kEventsByRegarding = "regarding";   // "<ns>/<kind>/<name>"
+
+// A Kubeflow Trainer runtime in the caches (nullopt when absent or not read).
+std::optional<core::Json> RuntimeIn(const Caches& caches, const core::RuntimeRef& ref,
+                                    std::string_view namespace_);
+
+// The caches' runtimes for a reader that may outlive them (the in-process webhook): each Find
+// holds a lock that Detach, called before the caches go, waits for; after it, nothing is found.
+class RuntimeSource {
+ public:
+  explicit RuntimeSource(const Caches& caches) : caches_(&caches) {}
+  std::optional<core::Json> Find(const core::RuntimeRef& ref, std::string_view namespace_) const;
+  void Detach();
+  static core::RuntimeLookup Lookup(std::shared_ptr<const RuntimeSource> source);
+
+ private:
+  mutable std::mutex mutex_;
+  const Caches* caches_;
+};
 
 // What one reconcile reads: the caches and the policy in force when it started.
 class CacheView : public controllers::ClusterView {

@@ -54,6 +54,13 @@ class Manager::Impl final : public ModuleContext {
     for (const ControllerModule* module : ControllerModules()) {
       if (ModuleEnabled(*module, options_)) module->install(*this);
     }
+    if (options_.runtimes_ready) options_.runtimes_ready(RuntimeSource::Lookup(runtimes_));
+  }
+
+  ~Impl() {
+    // Before the caches go: a lookup the webhook still holds finds nothing from here on.
+    if (options_.runtimes_ready) options_.runtimes_ready({});
+    runtimes_->Detach();
   }
 
   // ModuleContext
@@ -155,6 +162,7 @@ class Manager::Impl final : public ModuleContext {
   std::shared_ptr<kube::EventRecorder> recorder_;
   Executor executor_;
   PolicySource policy_;
+  std::shared_ptr<RuntimeSource> runtimes_ = std::make_shared<RuntimeSource>(caches_);
   std::vector<std::unique_ptr<Controller>> controllers_;
   std::vector<Runnable> runnables_;
   std::atomic<bool> started_{false};

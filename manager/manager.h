@@ -16,6 +16,7 @@
 
 #include "controllers/pod_logs.h"
 #include "core/policy.h"
+#include "core/trainjob.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/owner_reference.h"
@@ -54,6 +55,9 @@ struct ManagerOptions {
   // Told the policy in force whenever it changes (an NcclPolicy update, the nodes' learned
   // catalog in its status), on the informer's thread: the in-process webhook follows it.
   std::function<void(std::shared_ptr<const core::Policy>)> policy_changed;
+  // Given where Kubeflow Trainer's runtimes are read (the caches) once they exist, and an empty
+  // lookup before they go: the in-process webhook judges a TrainJob with its runtime.
+  std::function<void(core::RuntimeLookup)> runtimes_ready;
 };
 
 struct ManagerStats {

@@ -198,7 +198,7 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
   if (request.operation != "CREATE" && request.operation != "UPDATE") return skipped;
   if (!request.sub_resource.empty() || IsExempt(request, options)) return skipped;
   try {
-    std::optional<core::Workload> workload = core::ParseWorkload(request.object);
+    std::optional<core::Workload> workload = core::ParseWorkload(request.object, options.runtimes);
     if (!workload) return skipped;
     return endpoint == Endpoint::Mutate ? Mutate(request, *workload, policy)
                                         : Validate(request, *workload, policy, ref);

@@ -9,6 +9,7 @@
 
 #include "core/finding.h"
 #include "core/policy.h"
+#include "core/trainjob.h"
 #include "webhook/admission_review.h"
 
 namespace ncclguard::webhook {
@@ -19,7 +20,10 @@ std::string_view EndpointName(Endpoint endpoint);
 
 struct AdmitOptions {
   // Never intercepted besides kube-system: the namespace ncclguard itself runs in.
-  std::vector<std::string> exempt_namespaces;
+  std::vector<std::string> exempt_namespaces{};
+  // Where a TrainJob's runtime is found (the controller's caches, for the in-process webhook);
+  // none: a TrainJob is judged by itself.
+  core::RuntimeLookup runtimes{};
 };
 
 // How a request ended, for logs and metrics.

@@ -179,6 +179,19 @@ WebhookServer::WebhookServer(ServerConfig config)
   certificate_ = ServingCertificate::Load(config_.tls_cert_file, config_.tls_key_file);
   metrics_.SetCertificateExpiry(certificate_->NotAfterUnix());
   policy_ = std::make_shared<const core::Policy>(config_.load_policy());
+  // Requests find runtimes through this, whatever UseRuntimes sets later.
+  if (!config_.admit.runtimes) {
+    config_.admit.runtimes = [this](const core::RuntimeRef& ref,
+                                    std::string_view ns) -> std::optional<core::Json> {
+      std::shared_ptr<const core::RuntimeLookup> runtimes;
+      {
+        std::lock_guard lock(state_mutex_);
+        runtimes = runtimes_;
+      }
+      if (!runtimes) return std::nullopt;
+      return (*runtimes)(ref, ns);
+    };
+  }
 }
 
 WebhookServer::~WebhookServer() {
@@ -194,6 +207,12 @@ void WebhookServer::UsePolicy(std::shared_ptr<const core::Policy> policy) {
   std::lock_guard lock(state_mutex_);
   policy_ = std::move(policy);
   policy_pushed_ = true;
+}
+
+void WebhookServer::UseRuntimes(core::RuntimeLookup runtimes) {
+  auto next = runtimes ? std::make_shared<const core::RuntimeLookup>(std::move(runtimes)) : nullptr;
+  std::lock_guard lock(state_mutex_);
+  runtimes_ = std::move(next);
 }
 
 std::shared_ptr<const core::Policy> WebhookServer::CurrentPolicy() const {

@@ -60,6 +60,9 @@ class WebhookServer {
   // The policy from now on, pushed by its owner (the controller's NcclPolicy, with the catalog
   // learned from the nodes); the policy files are no longer read.
   void UsePolicy(std::shared_ptr<const core::Policy> policy);
+  // Where TrainJobs' runtimes are read from now on (the controller's caches); an empty lookup:
+  // nowhere, TrainJobs are judged by themselves (the default).
+  void UseRuntimes(core::RuntimeLookup runtimes);
   ~WebhookServer();
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
@@ -109,6 +112,7 @@ class WebhookServer {
   std::shared_ptr<const ServingCertificate> certificate_;
   std::shared_ptr<const core::Policy> policy_;
   bool policy_pushed_ = false;  // UsePolicy was called: the files no longer count
+  std::shared_ptr<const core::RuntimeLookup> runtimes_;  // UseRuntimes; guarded as the two above
   FileWatch certificate_watch_;
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};

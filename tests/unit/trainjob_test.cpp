@@ -294,6 +294,23 @@ TEST(TrainJobWebhook, ATrainJobIsGatedAndGetsOurRuntimePatchInOneAnswer) {
   EXPECT_TRUE(core::HasRuntimePatch(fixed));
 }
 
+TEST(TrainJobWebhook, WithTheControllersRuntimesATrainJobIsJudgedWithItsRuntime) {
+  Json runtime = P5Runtime();
+  runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+         ["containers"][0]["env"]
+             .push_back(Json({{"name", "NCCL_PROTO"}, {"value", "fast"}}));
+  const webhook::AdmitOptions options{.runtimes = Runtimes(runtime)};
+  const auto validated = webhook::Admit(webhook::Endpoint::Validate, Request(TrainJob()),
+                                        core::Policy::Defaults(), options);
+  EXPECT_EQ(validated.result, webhook::AdmitResult::Denied);
+  EXPECT_NE(validated.response.message.find("NCCL_PROTO"), std::string::npos);
+  // Without them, the same TrainJob is admitted: its own spec is sound.
+  EXPECT_NE(
+      webhook::Admit(webhook::Endpoint::Validate, Request(TrainJob()), core::Policy::Defaults(), {})
+          .result,
+      webhook::AdmitResult::Denied);
+}
+
 TEST(TrainJobWebhook, ADeniedTrainJobNamesItsProblemAndItsGuideSection) {
   Json trainjob = TrainJob();
   trainjob["spec"]["trainer"]["env"].push_back(Json({{"name", "NCCL_PROTO"}, {"value", "fast"}}));
