@@ -4,8 +4,9 @@
 # devices), with ncclguard installed by helm, the real JobSet controller and Trainer
 # (scripts/trainer.sh) and the real Kubeflow training operator (scripts/training-operator.sh):
 #
-#   1. a TrainJob on the torch runtime, 2 nodes x 8 GPUs: held while node 2 fails validation (the
-#      probe, run on the host against each node, publishes the NodeValidations), ncclguard's
+#   1. a TrainJob on a runtime made of Trainer's torch-distributed that pins p5.48xlarge, 2 nodes
+#      x 8 GPUs: held while node 2 fails validation (the probe, run on the host against each node,
+#      publishes the NodeValidations; the gate reads the instance type in the runtime), ncclguard's
 #      runtime patch on it; released once both pass; the JobSet and its pods made by the real
 #      Trainer and JobSet controllers, each pod fixed (32 EFA devices, IPC_LOCK, /dev/shm, the
 #      NCCL/libfabric env), one pod per node, Running, no Service of ncclguard's; from the pod on
@@ -138,15 +139,25 @@ reaches() { # POD NAME IP PORT CONTAINER
 listen='$| = 1; my $s = IO::Socket::INET->new(LocalPort => $ARGV[0], Listen => 8, ReuseAddr => 1) or die "listen: $!"; while (my $c = $s->accept) { print $c "rank0\n"; close $c; }'
 
 # ---------------------------------------------------------------- 1. a TrainJob across the nodes
-# The torch runtime as Trainer ships it; the TrainJob asks 8 GPUs a node and selects p5.48xlarge
-# through a runtime patch of its own (Trainer v2.2's way to set the pods' nodeSelector), and runs
-# as root in the pods so that IPC_LOCK shows in the effective set.
+# The platform's runtime: Trainer's torch-distributed as installed, its trainer pods pinned to
+# p5.48xlarge (what a cluster admin's runtime says). The gate finds the instance type there, in the
+# controller's cache of runtimes; the TrainJob only asks 8 GPUs a node, and runs as root in the
+# pods (a runtime patch of its own) so that IPC_LOCK shows in the effective set.
+k get clustertrainingruntime torch-distributed -o json | python3 -c '
+import json, sys
+runtime = json.load(sys.stdin)
+runtime["metadata"] = {"name": "torch-p5", "labels": runtime["metadata"].get("labels", {})}
+for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+    if job["name"] == "node":
+        job["template"]["spec"]["template"]["spec"]["nodeSelector"] = {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+print(json.dumps(runtime))' >"$work/torch-p5.json"
+k apply -f "$work/torch-p5.json" >/dev/null
 cat >"$work/trainjob.yaml" <<YAML
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata: {name: llama, namespace: team}
 spec:
-  runtimeRef: {name: torch-distributed}
+  runtimeRef: {name: torch-p5}
   trainer:
     image: $image
     numNodes: 2
@@ -168,7 +179,6 @@ spec:
                   spec:
                     template:
                       spec:
-                        nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
                         securityContext: {runAsUser: 0}
 YAML
 # The first admission may reach the controller before the CA bundle it serves with is published.
