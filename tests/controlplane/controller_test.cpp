@@ -329,9 +329,9 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
                       "-b failed efa-device-count: 30 of 32 EFA devices"),
             std::string::npos)
       << held.dump();
-  EXPECT_TRUE(Eventually(
-      [&] { return HasService("llama") && HasService("js") && HasService("train"); }, 30s));
+  EXPECT_TRUE(Eventually([&] { return HasService("llama") && HasService("train"); }, 30s));
   EXPECT_FALSE(HasService("bert")) << "the mpi-operator makes the MPIJob's Service";
+  EXPECT_FALSE(HasService("js")) << "the JobSet controller makes the JobSet's Service";
 
   // The failed node is repaired and a third one passes: everything is released.
   SetValidation("b", "Pass");
@@ -345,7 +345,7 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
   EXPECT_TRUE(Eventually([&] { return EventCount("llama", "Admitted") == 1; }, 10s));
   EXPECT_EQ(ConditionOf(Get(PyTorchJobs() + "/llama"), "NcclDiagnosis").value("status", ""),
             "False");
-  EXPECT_EQ(ServiceCount(), 3u);
+  EXPECT_EQ(ServiceCount(), 2u);
 }
 
 TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed) {
@@ -538,9 +538,11 @@ TEST_F(ControllerWithOneJobCrd, ReconcilesAtOnceAndPicksUpACrdInstalledLater) {
 
   ApplyCrds(*client_, JobCrd("JobSet"));
   const auto installed = std::chrono::steady_clock::now();
-  ASSERT_EQ(client_->Post(JobSets(), JobSet("late", false)).status, 201);
-  EXPECT_TRUE(Eventually([&] { return HasService("late"); }, 60s));
-  std::printf("[ figure ] JobSet CRD established to the JobSet's Service: %.2f s\n",
+  ASSERT_EQ(client_->Post(JobSets(), JobSet("late", true)).status, 201);
+  EXPECT_TRUE(Eventually(
+      [&] { return ConditionOf(Get(JobSets() + "/late"), "NcclPreflight").contains("status"); },
+      60s));
+  std::printf("[ figure ] JobSet CRD established to the JobSet's NcclPreflight condition: %.2f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - installed).count());
   EXPECT_FALSE(running.finished());
 }
