@@ -101,8 +101,13 @@ helm install ncclguard "$root/charts/ncclguard" -n ncclguard-system --create-nam
 kubectl -n ncclguard-system get pods | sed 's/^/   /'
 
 say "4. Installing the Kubeflow training operator, JobSet and Kubeflow Trainer v2 (their own release manifests, from the Go module cache)"
-"$root/scripts/training-operator.sh" install 2>&1 | grep -v 'rollout\|rolled out' | sed 's/^/   /'
-"$root/scripts/trainer.sh" install 2>&1 | grep -v 'rollout\|rolled out' | sed 's/^/   /'
+# Side by side: each mostly waits for its managers to start and their webhooks to serve.
+"$root/scripts/training-operator.sh" install >"$work/training-operator.log" 2>&1 &
+operator_install=$!
+"$root/scripts/trainer.sh" install >"$work/trainer.log" 2>&1 ||
+  { wait "$operator_install" || true; cat "$work/trainer.log" >&2; fail "scripts/trainer.sh install failed"; }
+wait "$operator_install" || { cat "$work/training-operator.log" >&2; fail "scripts/training-operator.sh install failed"; }
+grep -hv 'rollout\|rolled out' "$work/training-operator.log" "$work/trainer.log" | sed 's/^/   /'
 kubectl get pods -n kubeflow -o name | sed 's/^/   kubeflow\//'
 kubectl get pods -n jobset-system -o name | sed 's/^/   jobset-system\//'
 kubectl get pods -n kubeflow-system -o name | sed 's/^/   kubeflow-system\//'
