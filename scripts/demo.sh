@@ -10,8 +10,9 @@
 #   2. a PyTorchJob that cannot be fixed: denied, with guide links;
 #   3. the gate: held while a node fails its EFA check, released once the probe says Pass.
 # Then cleans everything up. `--keep` leaves it running for you to explore.
-# `--cluster`: the same job on a real single-node cluster instead (scripts/demo-cluster.sh:
-# kubelet, CoreDNS, the Kubeflow training operator making the pods, helm install; as root).
+# `--cluster`: the same job on a real two-node cluster instead, with a TrainJob beside it
+# (scripts/demo-cluster.sh: kubelets, CoreDNS, helm install, the Kubeflow training operator,
+# JobSet and Kubeflow Trainer v2 making the pods; as root).
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +26,7 @@ for arg in "$@"; do
     --keep) keep=true ;;
     --cluster) exec "$root/scripts/demo-cluster.sh" "$@" ;;
     -h | --help)
-      sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)

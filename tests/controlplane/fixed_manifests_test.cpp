@@ -39,9 +39,11 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// The Pod a training operator would create from a template of the (fixed) workload.
-nlohmann::json PodFrom(const Json& fixed, const core::PodTemplate& tmpl, const std::string& name) {
-  const Json spec = fixed.at(tmpl.pod_spec);
+// The Pod a training operator would create from a template of the (fixed) workload; a TrainJob's
+// templates are in the JobSet made of it (core/trainjob.h), its runtime patch applied.
+nlohmann::json PodFrom(const Json& fixed, const core::Workload& workload,
+                       const core::PodTemplate& tmpl, const std::string& name) {
+  const Json spec = workload.Subject(fixed).at(tmpl.pod_spec);
   return nlohmann::json::parse(Json{
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -72,7 +74,7 @@ TEST_F(FixedManifests, EveryFixedPodTemplateIsAValidPod) {
       SCOPED_TRACE(name);
       const KubeResponse created =
           client_->Post("/api/v1/namespaces/" + namespace_ + "/pods?dryRun=All",
-                        PodFrom(evaluation.fixed, tmpl, name));
+                        PodFrom(evaluation.fixed, *workload, tmpl, name));
       EXPECT_EQ(created.status, 201) << created.error << created.body;
       ++pods;
     }
