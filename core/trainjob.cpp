@@ -20,12 +20,25 @@ Json& ObjectField(Json& parent, const char* key) {
   return field;
 }
 
+// A string as a map key, apart from the JSON text of other values ("s" + text). Built by append:
+// `"s" + std::string` makes GCC 12 at -O3 warn of an overlapping memcpy that cannot happen.
+std::string StringKey(std::string_view text) {
+  std::string key;
+  key.reserve(text.size() + 1);
+  key.push_back('s');
+  key.append(text);
+  return key;
+}
+
 // The value of an entry's `key` as a map key ("" when it has none: such entries never match).
 std::string KeyOf(const Json& entry, const char* key) {
   if (!entry.is_object()) return {};
   const auto found = entry.find(key);
   if (found == entry.end()) return {};
-  return found->is_string() ? "s" + found->get<std::string>() : "j" + found->dump();
+  if (found->is_string()) return StringKey(found->get_ref<const std::string&>());
+  std::string value = found->dump();
+  value.insert(value.begin(), 'j');
+  return value;
 }
 
 // Merges `entries` into the list `into` by the field `key`: an entry of the same key replaces the
@@ -203,7 +216,7 @@ void ApplyRuntimePatches(const Json& trainjob, Json& jobset) {
     if (jobs == nullptr) continue;
     for (std::size_t j = 0; j < jobs->size(); ++j) {
       const auto name = OptionalString(trainjob, jobs_at / j / "name");
-      const auto found = name ? job_at.find("s" + *name) : job_at.end();
+      const auto found = name ? job_at.find(StringKey(*name)) : job_at.end();
       if (found == job_at.end()) continue;
       Json* job = &rendered_jobs[found->second];
       const JsonPointer job_template = jobs_at / j / "template";
@@ -355,7 +368,7 @@ std::optional<Json> RuntimePatchOf(const Json& rendered, const Json& fixed) {
 
 bool HasRuntimePatch(const Json& trainjob) {
   const Json* patches = OptionalArray(trainjob, JsonPointer("/spec/runtimePatches"));
-  return KeysOf(patches, "manager").contains("s" + std::string(kRuntimePatchManager));
+  return KeysOf(patches, "manager").contains(StringKey(kRuntimePatchManager));
 }
 
 }  // namespace ncclguard::core
