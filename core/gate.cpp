@@ -44,19 +44,12 @@ bool ControlledByManagedJob(const Json& object) {
   if (metadata == object.end() || !metadata->is_object()) return false;
   const auto owners = metadata->find("ownerReferences");
   if (owners == metadata->end() || !owners->is_array()) return false;
-  for (const Json& owner : *owners) {
-    if (!owner.is_object() || !owner.value("controller", false)) continue;
-    const auto api_version = owner.find("apiVersion");
-    const auto kind = owner.find("kind");
-    if (api_version == owner.end() || kind == owner.end() || !api_version->is_string() ||
-        !kind->is_string()) {
-      continue;
-    }
-    const auto owner_kind =
-        KindOf(api_version->get_ref<const std::string&>(), kind->get_ref<const std::string&>());
-    if (owner_kind && KindInfoOf(*owner_kind).job) return true;
-  }
-  return false;
+  return std::any_of(owners->begin(), owners->end(), [](const Json& owner) {
+    if (!owner.is_object()) return false;
+    // Lenient, as the rest of this file: a `controller` that is not a boolean reads as absent.
+    const auto controller = owner.find("controller");
+    return controller != owner.end() && *controller == true && ManagedKindOf(owner);
+  });
 }
 
 bool IsManagedJob(const Json& object, WorkloadKind kind) {

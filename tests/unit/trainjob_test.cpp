@@ -356,6 +356,9 @@ TEST(TrainJobWebhook, TheJobSetTheTrainerMakesIsLeftToItsOwner) {
     EXPECT_TRUE(outcome.response.allowed);
     EXPECT_TRUE(outcome.response.patch.empty()) << "neither gated nor fixed";
   }
+  // An owner reference whose `controller` is not a boolean reads as no controller, not an error.
+  jobset["metadata"]["ownerReferences"][0]["controller"] = "yes";
+  EXPECT_FALSE(core::ControlledByManagedJob(jobset));
   // A JobSet of its own is still a managed job.
   jobset["metadata"].erase("ownerReferences");
   EXPECT_TRUE(core::IsManagedJob(jobset, core::WorkloadKind::JobSet));
