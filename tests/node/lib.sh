@@ -61,3 +61,14 @@ start_work() {
   failures=0
   begin=$SECONDS
 }
+
+# build_image: the ncclguard image of $build, built without a registry and imported into every
+# node (scripts/image.sh); sets image to the chart's default reference.
+build_image() {
+  NCCLGUARD_IMAGE_ARCHIVE="$work/ncclguard.tar" "$root/scripts/image.sh" >"$work/image.log" 2>&1 ||
+    { cat "$work/image.log"; echo "FAIL: scripts/image.sh"; exit 1; }
+  local app_version
+  app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")"
+  # shellcheck disable=SC2034 # the caller reads it
+  image="ghcr.io/ncclguard/ncclguard:$app_version"
+}

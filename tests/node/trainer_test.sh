@@ -22,7 +22,7 @@
 # Exit 77 (ctest: skipped) with the reason where the host cannot run a node.
 # Environment: NCCLGUARD_BUILD_DIR (the ncclguard binary for the image), NCCLGUARD_NODE_TEST_KEEP
 # (a dir to copy the nodes' logs to).
-# shellcheck disable=SC2154 # work, bin, failures and begin are set by lib.sh (start_work, require_node_host)
+# shellcheck disable=SC2154 # work, bin, image, failures and begin are set by lib.sh
 set -Eeuo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -48,10 +48,7 @@ read -r node1 node2 <<<"$NODE_NAMES"
 pass "nodes $node1 and $node2 Ready with CoreDNS at $DNS_IP"
 k() { kubectl --request-timeout=30s "$@"; }
 
-NCCLGUARD_IMAGE_ARCHIVE="$work/ncclguard.tar" "$root/scripts/image.sh" >"$work/image.log" 2>&1 ||
-  { cat "$work/image.log"; echo "FAIL: scripts/image.sh"; exit 1; }
-app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/charts/ncclguard/Chart.yaml")"
-image="ghcr.io/ncclguard/ncclguard:$app_version"
+build_image
 
 start=$SECONDS
 "$root/scripts/training-operator.sh" install >"$work/operator.log" 2>&1 ||
