@@ -12,7 +12,7 @@ FROM debian:bookworm-slim AS runtime
 RUN apt-get update -qq && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       ca-certificates libjemalloc2 libssl3 libyaml-cpp0.7 libcurl4 libspdlog1.10 libfmt9 \
-      libcpprest2.10 libfabric1 && \
+      libcpprest2.10 libfabric1 libprometheus-cpp-core1.0 && \
     rm -rf /var/lib/apt/lists/*
 LABEL org.opencontainers.image.title="ncclguard" \
       org.opencontainers.image.source="https://github.com/ncclguard/ncclguard"

@@ -58,6 +58,9 @@ struct ControllerOptions {
   int webhook_drain_timeout_ms = 20000;
   // Plain-HTTP /healthz and /readyz when no webhook is served ("" or "0": none).
   std::string health_listen = ":8081";
+  // Plain-HTTP /metrics (and /healthz, /readyz) for Prometheus ("" or "0": none). Off unless
+  // asked for, as in kubebuilder's scaffold: the chart asks (metrics.port).
+  std::string metrics_listen;
   // The optional controllers' flags (ControllerModule::flag), each set or not.
   std::map<std::string, bool> optional_controllers;
   // Print the RBAC these flags need and exit (scripts/check-chart.sh).
@@ -134,6 +137,10 @@ void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
+  command
+      ->add_option("--metrics-listen", options.metrics_listen,
+                   "host:port or :port of a plain-HTTP /metrics for Prometheus, on every replica "
+                   "(default: none)");
   command->add_flag("--print-rbac", options.print_rbac,
                     "print the RBAC rules these flags need (as JSON) and exit, reading no files "
                     "and contacting nothing");
@@ -316,6 +323,7 @@ std::optional<manager::RunResult> RunControllers(const ControllerOptions& option
   }
   // Plain-HTTP probes only when no webhook serves its own /healthz and /readyz.
   std::unique_ptr<HealthServer> health;
+  std::unique_ptr<HealthServer> metrics;
   if (!webhook.certs && !webhook.server && !HealthListenDisabled(options.health_listen)) {
     health = std::make_unique<HealthServer>(options.health_listen,
                                             [&manager] { return manager.Ready(); });
@@ -326,9 +334,21 @@ std::optional<manager::RunResult> RunControllers(const ControllerOptions& option
       return std::nullopt;
     }
   }
+  if (!HealthListenDisabled(options.metrics_listen)) {
+    metrics = std::make_unique<HealthServer>(
+        options.metrics_listen, [&manager] { return manager.Ready(); }, "--metrics-listen");
+    try {
+      metrics->Start();
+    } catch (const std::exception& e) {
+      std::cerr << "ncclguard controller: " << e.what() << "\n";
+      if (health) health->Shutdown();
+      return std::nullopt;
+    }
+  }
   // A signal may have come first.
   const manager::RunResult result =
       stop.stopped() ? manager::RunResult::kStopped : manager.Run(stop);
+  if (metrics) metrics->Shutdown();
   if (health) health->Shutdown();
   return result;
 }

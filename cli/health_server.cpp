@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "metrics/registry.h"
+
 namespace ncclguard::cli {
 
 using web::http::http_request;
@@ -18,8 +20,9 @@ struct HealthServer::Listener {
 namespace {
 
 // The answer's write completes later; a prober that hung up meanwhile is not an error.
-void Reply(http_request& request, web::http::status_code status, const std::string& body) {
-  request.reply(status, body).then([](pplx::task<void> written) {
+void Reply(http_request& request, web::http::status_code status, const std::string& body,
+           const std::string& content_type = "text/plain; charset=utf-8") {
+  request.reply(status, body, content_type).then([](pplx::task<void> written) {
     try {
       written.get();
     } catch (const std::exception&) {
@@ -31,8 +34,9 @@ void Reply(http_request& request, web::http::status_code status, const std::stri
 
 bool HealthListenDisabled(const std::string& listen) { return listen.empty() || listen == "0"; }
 
-HealthServer::HealthServer(std::string listen, std::function<bool()> ready)
+HealthServer::HealthServer(std::string listen, std::function<bool()> ready, std::string flag)
     : listen_(std::move(listen)),
+      flag_(std::move(flag)),
       ready_(std::move(ready)),
       listener_(std::make_unique<Listener>()) {}
 
@@ -44,14 +48,16 @@ void HealthServer::Start() {
   try {
     uri = web::uri("http://" + address + "/");
   } catch (const web::uri_exception& e) {
-    throw std::runtime_error("--health-listen " + listen_ + ": not host:port: " + e.what());
+    throw std::runtime_error(flag_ + " " + listen_ + ": not host:port: " + e.what());
   }
-  if (uri.port() <= 0) throw std::runtime_error("--health-listen " + listen_ + ": no port");
+  if (uri.port() <= 0) throw std::runtime_error(flag_ + " " + listen_ + ": no port");
   listener_->listener = std::make_unique<http_listener>(uri);
   listener_->listener->support([this](http_request request) {
     const std::string path = request.relative_uri().path();
     if (request.method() != methods::GET) {
       Reply(request, status_codes::MethodNotAllowed, "use GET\n");
+    } else if (path == "/metrics") {
+      Reply(request, status_codes::OK, metrics::Render(), std::string(metrics::kContentType));
     } else if (path == "/healthz") {
       Reply(request, status_codes::OK, "ok\n");
     } else if (path == "/readyz") {
@@ -68,7 +74,7 @@ void HealthServer::Start() {
     listener_->listener->open().wait();
   } catch (const std::exception& e) {
     listener_->listener.reset();
-    throw std::runtime_error("--health-listen " + listen_ + ": " + e.what());
+    throw std::runtime_error(flag_ + " " + listen_ + ": " + e.what());
   }
 }
 

@@ -1,5 +1,6 @@
-// Plain-HTTP /healthz and /readyz for `ncclguard controller` when it serves no webhook (with
-// the webhook, the webhook server's own endpoints are the probes).
+// Plain-HTTP /healthz, /readyz and /metrics (the process's registry, metrics/registry.h): the
+// metrics port of `ncclguard controller` and `ncclguard probe --publish`, and the controller's
+// health port when it serves no webhook (with the webhook, its own endpoints are the probes).
 #pragma once
 
 #include <functional>
@@ -10,8 +11,10 @@ namespace ncclguard::cli {
 
 class HealthServer {
  public:
-  // `listen`: host:port or :port (all interfaces). `ready` answers /readyz.
-  HealthServer(std::string listen, std::function<bool()> ready);
+  // `listen`: host:port or :port (all interfaces). `ready` answers /readyz. `flag` names the
+  // address in errors ("--metrics-listen").
+  HealthServer(std::string listen, std::function<bool()> ready,
+               std::string flag = "--health-listen");
   ~HealthServer();
   HealthServer(const HealthServer&) = delete;
   HealthServer& operator=(const HealthServer&) = delete;
@@ -23,11 +26,12 @@ class HealthServer {
  private:
   struct Listener;
   std::string listen_;
+  std::string flag_;
   std::function<bool()> ready_;
   std::unique_ptr<Listener> listener_;
 };
 
-// Whether --health-listen asks for no health server ("" or "0").
+// Whether a listen flag asks for no server ("" or "0").
 bool HealthListenDisabled(const std::string& listen);
 
 }  // namespace ncclguard::cli

@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format git ca-certificates curl openssl python3 python3-pip
   nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libssl-dev libcurl4-openssl-dev libcpprest-dev libboost-dev
-  libfabric-dev libfabric-bin libjemalloc-dev
+  libfabric-dev libfabric-bin libjemalloc-dev prometheus-cpp-dev
 )
 # The test node (scripts/node.sh, scripts/image.sh): container runtime, CNI plugins, image
 # build without a registry. Left out with --no-node (the Dockerfile's build stage).
@@ -19,8 +19,11 @@ node_packages=(
 )
 # The fuzzers (scripts/fuzz.sh, ctest label fuzz): clang with libFuzzer and the sanitizers.
 fuzz_packages=(clang-14 libclang-rt-14-dev)
+# The real Prometheus server and promtool the metrics tests run (alert rules, dashboard queries,
+# the node's scrape); the package's service is never started (no init system runs it here).
+metrics_packages=(prometheus)
 case "${1:-}" in
-  "") packages+=("${node_packages[@]}" "${fuzz_packages[@]}") ;;
+  "") packages+=("${node_packages[@]}" "${fuzz_packages[@]}" "${metrics_packages[@]}") ;;
   --no-node) ;;
   --node-only) packages=("${node_packages[@]}") ;;
   *) echo "usage: $0 [--no-node|--node-only]" >&2; exit 2 ;;

@@ -1,6 +1,13 @@
-// Prometheus text exposition (format 0.0.4) of the webhook's counters. No Debian package offers
-// a C++ Prometheus client; the format is small enough for one file. Thread-safe.
+// The webhook's metrics (requests, findings, latency, certificate and policy reloads), as
+// prometheus-cpp families in a registry: the process's (metrics::Global()) unless a test gives
+// its own. Thread-safe.
 #pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
 
 #include <array>
 #include <cstdint>
@@ -21,12 +28,15 @@ class Metrics {
   static constexpr std::array<double, 12> kLatencyBuckets = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0};
 
+  Metrics();  // in metrics::Global()
+  explicit Metrics(prometheus::Registry& registry);
+
   // One HTTP request on an endpoint ("mutate", "validate", "healthz"...) and how it ended
   // ("patched", "denied", "bad_request"...), with its handling time.
   void CountRequest(std::string_view endpoint, std::string_view result, double seconds);
   void CountFinding(std::string_view rule, std::string_view level);
   // One answered AdmissionReview: the request, its findings and, for result "error", an
-  // internal error, under one lock.
+  // internal error.
   void CountAdmission(std::string_view endpoint, std::string_view result, double seconds,
                       std::span<const core::Finding> findings);
   void CountInternalError(std::string_view endpoint);
@@ -34,19 +44,12 @@ class Metrics {
   void SetCertificateExpiry(std::int64_t unix_seconds);
   void CountPolicyReload(bool ok);
 
+  // The text exposition of the registry these metrics are in (all of it).
   std::string Render() const;
 
  private:
-  struct Histogram {
-    std::array<std::uint64_t, kLatencyBuckets.size()> buckets{};
-    std::uint64_t count = 0;
-    double sum = 0;
-  };
-
-  void CountRequestLocked(std::string_view endpoint, std::string_view result, double seconds);
-
-  mutable std::mutex mutex_;
-  // Transparent: the hot path looks keys up as string_views, without building strings.
+  // The series of a label pair, found without allocating once made: prometheus-cpp's Add
+  // builds a std::map of labels and hashes it on every call, too slow for each admission.
   struct PairLess {
     using is_transparent = void;
     template <typename A, typename B>
@@ -55,13 +58,28 @@ class Metrics {
       return Views(a.first, a.second) < Views(b.first, b.second);
     }
   };
-  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> requests_;
-  std::map<std::pair<std::string, std::string>, std::uint64_t, PairLess> findings_;
-  std::map<std::string, std::uint64_t> internal_errors_;
-  std::map<std::string, Histogram, std::less<>> latency_;
-  std::map<std::string, std::uint64_t> certificate_reloads_;
-  std::map<std::string, std::uint64_t> policy_reloads_;
-  std::int64_t certificate_expiry_ = 0;
+  template <typename T>
+  using SeriesCache = std::map<std::pair<std::string, std::string>, T*, PairLess>;
+
+  prometheus::Counter& RequestSeries(std::string_view endpoint, std::string_view result);
+  prometheus::Histogram& LatencySeries(std::string_view endpoint);
+  prometheus::Counter& FindingSeries(std::string_view rule, std::string_view level);
+  prometheus::Counter& InternalErrorSeries(std::string_view endpoint);
+
+  prometheus::Registry& registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& findings_;
+  prometheus::Family<prometheus::Counter>& internal_errors_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Family<prometheus::Counter>& certificate_reloads_;
+  prometheus::Gauge& certificate_expiry_;
+  prometheus::Family<prometheus::Counter>& policy_reloads_;
+
+  std::mutex mutex_;  // the caches below
+  SeriesCache<prometheus::Counter> request_series_;
+  SeriesCache<prometheus::Counter> finding_series_;
+  std::map<std::string, prometheus::Histogram*, std::less<>> latency_series_;
+  std::map<std::string, prometheus::Counter*, std::less<>> internal_error_series_;
 };
 
 }  // namespace ncclguard::webhook

@@ -44,6 +44,9 @@ struct ServerConfig {
   // Also required for /readyz (empty: nothing more). The controller's self-managed mode
   // listens with a placeholder certificate and is ready only once the real one is written.
   std::function<bool()> ready_gate;
+  // Where the webhook's metrics are registered (and what its /metrics renders); null: the
+  // process's registry, metrics::Global(). Tests give each server its own.
+  prometheus::Registry* metrics_registry = nullptr;
   // On shutdown, how long in-flight requests may take to finish.
   std::chrono::milliseconds drain_timeout{20000};
   // On shutdown, how long the server keeps answering (each answer closing its connection) before

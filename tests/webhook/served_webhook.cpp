@@ -37,6 +37,7 @@ ServedWebhook::ServedWebhook(const std::function<void(ServerConfig&)>& adjust)
   config.tls_key_file = key_file_;
   config.reload_interval = std::chrono::milliseconds(20);
   config.drain_timeout = std::chrono::milliseconds(3000);
+  config.metrics_registry = &metrics_registry_;
   if (adjust) adjust(config);
   // A port taken between FreePort and the bind is retried.
   for (int attempt = 0;; ++attempt) {

@@ -31,6 +31,7 @@ class ServedWebhook {
   const std::string& dir() const { return dir_; }
 
  private:
+  prometheus::Registry metrics_registry_;  // this server's metrics alone
   std::string dir_;
   testenv::TlsMaterial tls_;
   std::string cert_file_, key_file_, ca_file_;

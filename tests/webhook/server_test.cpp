@@ -154,7 +154,7 @@ TEST_F(WebhookServerTest, ValidateDeniesWithAMessageAndCountsTheFinding) {
       metrics.find(R"(ncclguard_webhook_requests_total{endpoint="validate",result="denied"} 1)"),
       std::string::npos);
   EXPECT_NE(
-      metrics.find(R"(ncclguard_webhook_findings_total{rule="nccl-proto-invalid",level="deny"} 1)"),
+      metrics.find(R"(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"} 1)"),
       std::string::npos);
 }
 

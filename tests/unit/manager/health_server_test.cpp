@@ -52,7 +52,8 @@ TEST(HealthServer, ReadyOnlyOnceTheCachesSynced) {
   EXPECT_EQ(StatusLine(port, "GET", "/readyz"), "HTTP/1.1 503 Service Unavailable");
   synced = true;
   EXPECT_EQ(StatusLine(port, "GET", "/readyz"), "HTTP/1.1 200 OK");
-  EXPECT_EQ(StatusLine(port, "GET", "/metrics"), "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(StatusLine(port, "GET", "/metrics"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(StatusLine(port, "GET", "/other"), "HTTP/1.1 404 Not Found");
   EXPECT_EQ(StatusLine(port, "POST", "/readyz"), "HTTP/1.1 405 Method Not Allowed");
   server.Shutdown();
   EXPECT_EQ(StatusLine(port, "GET", "/healthz"), "");

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "metrics/registry.h"
+
 namespace ncclguard::webhook {
 namespace {
 
@@ -12,7 +14,8 @@ bool Has(const std::string& text, const std::string& line) {
 }
 
 TEST(Metrics, CountsRequestsByEndpointAndResult) {
-  Metrics metrics;
+  prometheus::Registry registry;
+  Metrics metrics(registry);
   metrics.CountRequest("mutate", "patched", 0.0002);
   metrics.CountRequest("mutate", "patched", 0.003);
   metrics.CountRequest("validate", "denied", 0.0004);
@@ -25,7 +28,8 @@ TEST(Metrics, CountsRequestsByEndpointAndResult) {
 }
 
 TEST(Metrics, LatencyHistogramIsCumulative) {
-  Metrics metrics;
+  prometheus::Registry registry;
+  Metrics metrics(registry);
   metrics.CountRequest("mutate", "patched", 0.0002);  // <= 0.00025
   metrics.CountRequest("mutate", "patched", 0.003);   // <= 0.005
   const std::string text = metrics.Render();
@@ -41,7 +45,8 @@ TEST(Metrics, LatencyHistogramIsCumulative) {
 }
 
 TEST(Metrics, FindingsErrorsAndReloads) {
-  Metrics metrics;
+  prometheus::Registry registry;
+  Metrics metrics(registry);
   metrics.CountFinding("nccl-proto-invalid", "deny");
   metrics.CountInternalError("validate");
   metrics.CountCertificateReload(true);
@@ -50,7 +55,7 @@ TEST(Metrics, FindingsErrorsAndReloads) {
   metrics.CountPolicyReload(false);
   const std::string text = metrics.Render();
   EXPECT_TRUE(
-      Has(text, R"(ncclguard_webhook_findings_total{rule="nccl-proto-invalid",level="deny"} 1)"));
+      Has(text, R"(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"} 1)"));
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_internal_errors_total{endpoint="validate"} 1)"));
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="success"} 1)"));
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="failure"} 1)"));
@@ -59,9 +64,21 @@ TEST(Metrics, FindingsErrorsAndReloads) {
 }
 
 TEST(Metrics, LabelValuesAreEscaped) {
-  Metrics metrics;
+  prometheus::Registry registry;
+  Metrics metrics(registry);
   metrics.CountRequest("a\"b\\c\nd", "ok", 0.001);
   EXPECT_NE(metrics.Render().find(R"(endpoint="a\"b\\c\nd")"), std::string::npos);
+}
+
+TEST(Metrics, TheProcessRegistryNamesTheBuild) {
+  EXPECT_NE(metrics::Render().find("ncclguard_build_info{version=\""), std::string::npos);
+}
+
+TEST(Metrics, ExponentialBucketsMultiply) {
+  const auto bounds = metrics::ExponentialBuckets(0.5, 4, 3);
+  ASSERT_EQ(bounds.size(), 3u);
+  EXPECT_DOUBLE_EQ(bounds[0], 0.5);
+  EXPECT_DOUBLE_EQ(bounds[2], 8);
 }
 
 }  // namespace
