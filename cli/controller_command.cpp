@@ -137,10 +137,10 @@ void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
       ->add_option("--health-listen", options.health_listen,
                    "plain-HTTP /healthz and /readyz when no webhook is served (0: none)")
       ->capture_default_str();
-  command
-      ->add_option("--metrics-listen", options.metrics_listen,
-                   "host:port or :port of a plain-HTTP /metrics for Prometheus, on every replica "
-                   "(default: none)");
+  command->add_option(
+      "--metrics-listen", options.metrics_listen,
+      "host:port or :port of a plain-HTTP /metrics for Prometheus, on every replica "
+      "(default: none)");
   command->add_flag("--print-rbac", options.print_rbac,
                     "print the RBAC rules these flags need (as JSON) and exit, reading no files "
                     "and contacting nothing");

@@ -31,8 +31,7 @@ std::string Render(const prometheus::Registry& registry) {
   return prometheus::TextSerializer().Serialize(registry.Collect());
 }
 
-prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start, double factor,
-                                                           int count) {
+prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start, double factor, int count) {
   prometheus::Histogram::BucketBoundaries bounds;
   double bound = start;
   for (int i = 0; i < count; ++i) {

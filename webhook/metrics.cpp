@@ -16,7 +16,8 @@ template <typename T, typename Cache, typename Key>
 T& Cached(Cache& cache, const Key& key, prometheus::Family<T>& family,
           const prometheus::Labels& labels) {
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(typename Cache::key_type(key), &family.Add(labels)).first;
+  if (it == cache.end())
+    it = cache.emplace(typename Cache::key_type(key), &family.Add(labels)).first;
   return *it->second;
 }
 

@@ -173,8 +173,7 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
 
 WebhookServer::WebhookServer(ServerConfig config)
     : config_(std::move(config)),
-      metrics_(config_.metrics_registry != nullptr ? *config_.metrics_registry
-                                                   : metrics::Global()),
+      metrics_(config_.metrics_registry != nullptr ? *config_.metrics_registry : metrics::Global()),
       memory_pool_(config_.max_in_flight_bytes),
       listener_(std::make_unique<Listener>()),
       certificate_watch_({config_.tls_cert_file, config_.tls_key_file}),
