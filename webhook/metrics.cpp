@@ -47,7 +47,14 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Register(registry)
                               .Add({})),
       policy_reloads_(CounterFamily(registry, "ncclguard_webhook_policy_reloads_total",
-                                    "Policy file reloads after the file changed, by result.")) {}
+                                    "Policy file reloads after the file changed, by result.")) {
+  // The series an alert or a rate() reads start at 0 rather than missing until the first event.
+  for (const char* endpoint : {"mutate", "validate"}) InternalErrorSeries(endpoint);
+  for (const char* result : {"success", "failure"}) {
+    certificate_reloads_.Add({{"result", result}});
+    policy_reloads_.Add({{"result", result}});
+  }
+}
 
 prometheus::Counter& Metrics::RequestSeries(std::string_view endpoint, std::string_view result) {
   return Cached(request_series_, std::pair{endpoint, result}, requests_,

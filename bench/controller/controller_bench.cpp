@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -72,7 +73,8 @@ void Parallel(int count, Work work) {
 
 std::string JobName(int i) { return "job-" + std::to_string(i); }
 
-int Setup(Client& client, const std::string& ns, int nodes) {
+// `checks`: every NodeValidation's status.checks (a probe report's "checks"); empty: none.
+int Setup(Client& client, const std::string& ns, int nodes, const Json& checks) {
   client.Create(resources::Namespaces(),
                 {{"apiVersion", "v1"},
                  {"kind", "Namespace"},
@@ -95,7 +97,7 @@ int Setup(Client& client, const std::string& ns, int nodes) {
                           {"summary", "Pass"},
                           {"lastProbeTime", "2026-12-02T14:00:00Z"},
                           {"probeVersion", "bench"},
-                          {"checks", Json::array()}}}});
+                          {"checks", checks}}}});
   }
   return 0;
 }
@@ -248,8 +250,10 @@ int Pods(Client& client, const std::string& ns, int count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: ncclguard_controller_bench setup|jobs|pods <kubeconfig> <namespace> <n>\n";
+  if (argc != 5 && !(argc == 6 && std::string(argv[1]) == "setup")) {
+    std::cerr << "usage: ncclguard_controller_bench setup|jobs|pods <kubeconfig> <namespace> <n>\n"
+                 "       ncclguard_controller_bench setup <kubeconfig> <namespace> <n> "
+                 "<probe report JSON: its checks go to every NodeValidation>\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -259,7 +263,14 @@ int main(int argc, char** argv) {
   Client client(config, options);
   const int n = std::atoi(argv[4]);
   try {
-    if (command == "setup") return Setup(client, argv[3], n);
+    if (command == "setup") {
+      Json checks = Json::array();
+      if (argc == 6) {
+        std::ifstream report(argv[5]);
+        checks = Json::parse(report).at("checks");
+      }
+      return Setup(client, argv[3], n, checks);
+    }
     if (command == "jobs") return Jobs(client, config, argv[3], n);
     if (command == "pods") return Pods(client, argv[3], n);
   } catch (const std::exception& e) {

@@ -63,6 +63,16 @@ TEST(Metrics, FindingsErrorsAndReloads) {
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_policy_reloads_total{result="failure"} 1)"));
 }
 
+TEST(Metrics, TheSeriesAlertsReadStartAtZero) {
+  prometheus::Registry registry;
+  const Metrics metrics(registry);
+  const std::string text = metrics.Render();
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_internal_errors_total{endpoint="mutate"} 0)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_internal_errors_total{endpoint="validate"} 0)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="failure"} 0)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_webhook_policy_reloads_total{result="success"} 0)"));
+}
+
 TEST(Metrics, LabelValuesAreEscaped) {
   prometheus::Registry registry;
   Metrics metrics(registry);
