@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/health_server.h"
 #include "cli/probe_command.h"
 #include "core/contract.h"
 #include "probes/check.h"
@@ -87,6 +88,9 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
   probe->add_option("--kubeconfig", options.kubeconfig,
                     "with --publish: kubeconfig file (default: $KUBECONFIG, in-cluster, "
                     "~/.kube/config)");
+  probe->add_option("--metrics-listen", options.metrics_listen,
+                    "with --publish: host:port or :port of a plain-HTTP /metrics for Prometheus "
+                    "(default: none)");
   probe->add_option("--log-level", options.log_level,
                     "with --publish: trace, debug, info, warn, error or off");
   probe
@@ -100,6 +104,8 @@ int RunProbe(const ProbeCommandOptions& options) {
   if (!options.once)
     return UsageError(
         "pass --once (run the checks once and print the report) or --publish (DaemonSet mode)");
+  if (!HealthListenDisabled(options.metrics_listen))
+    return UsageError("--metrics-listen needs --publish (--once alone serves nothing)");
   probes::ProbeOptions probe;
   if (auto problem = BuildProbeOptions(options, probe)) return UsageError(*problem);
 

@@ -27,6 +27,8 @@ struct ProbeCommandOptions {
   std::string interval = "5m";
   std::string request_poll = "5s";
   std::string kubeconfig;
+  // Plain-HTTP /metrics (and /healthz, /readyz) with --publish ("" or "0": none).
+  std::string metrics_listen;
   std::string log_level = "info";
   std::string log_format = "auto";
   PolicyOptions policy;

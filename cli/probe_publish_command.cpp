@@ -1,5 +1,6 @@
 // `ncclguard probe --publish`: the DaemonSet's process. Runs the checks and writes the result to
-// the cluster (probes/publisher.h) every --interval and on request, until SIGTERM.
+// the cluster (probes/publisher.h) every --interval and on request, until SIGTERM; with
+// --metrics-listen it also serves the last run's results to Prometheus (probes/metrics.h).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -7,11 +8,13 @@
 #include <memory>
 
 #include "cli/duration.h"
+#include "cli/health_server.h"
 #include "cli/probe_command.h"
 #include "cli/signals.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "log/log.h"
+#include "probes/metrics.h"
 #include "probes/publisher.h"
 #include "probes/report.h"
 
@@ -78,8 +81,20 @@ int RunProbePublish(const ProbeCommandOptions& options) {
   kube::StopToken stop;
   int code = 0;
   {
-    // Before the publisher's threads start.
+    // Before the metrics server's and the publisher's threads start.
     TerminationSignals signals;
+    // Served before the first run starts, so that a scrape finds the pod while its checks run.
+    std::unique_ptr<HealthServer> metrics_server;
+    if (!HealthListenDisabled(options.metrics_listen)) {
+      publisher_options.metrics = std::make_shared<probes::ProbeMetrics>();
+      metrics_server = std::make_unique<HealthServer>(
+          options.metrics_listen, [] { return true; }, "--metrics-listen");
+      try {
+        metrics_server->Start();
+      } catch (const std::exception& e) {
+        return PublishUsageError(e.what());
+      }
+    }
     signals.StopOnSignal(stop, "stopping");
     probes::NodePublisher publisher(client, run_checks, publisher_options);
     log::Info("probe publisher started", {{"node", node_name},
@@ -93,6 +108,7 @@ int RunProbePublish(const ProbeCommandOptions& options) {
     } else {
       publisher.Run(stop);
     }
+    if (metrics_server) metrics_server->Shutdown();
   }
   log::Flush();
   if (any_timed_out) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,6 +31,9 @@ struct CheckResult {
   // runs it.
   std::string suggested_command;
   std::string blast_radius;
+  // How long the check ran, measured by the runner (for one past its timeout, until then). For
+  // the probe's metrics; not part of the NodeValidation.
+  std::chrono::nanoseconds duration{0};
 };
 
 // What a node check is, for `ncclguard explain` and docs/rules.md: its entry in core::Catalog.

@@ -134,15 +134,19 @@ std::optional<ProbeReport> NodePublisher::RunOnce(const kube::StopToken& stop) {
     log::Write(log::Level::Error, "probe failed to run", ErrorFields(error));
     return std::nullopt;
   }
+  report.node_name = options_.node_name;
+  if (options_.metrics) options_.metrics->RecordRun(report, options_.clock());
   if (report.timed_out) log::Warn("a check timed out and is still running on a detached thread");
 
   kube::Backoff backoff(options_.retry);
   while (!stop.stopped()) {
     try {
       Publish(report, request);
+      if (options_.metrics) options_.metrics->CountPublication(true);
       return report;
     } catch (const std::exception& error) {
       Count(&PublisherStats::publish_failures);
+      if (options_.metrics) options_.metrics->CountPublication(false);
       const auto delay = backoff.Next();
       log::Fields fields = ErrorFields(error);
       fields.push_back({"node", options_.node_name});

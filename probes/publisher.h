@@ -16,6 +16,7 @@
 #include "kube/client.h"
 #include "kube/stop_token.h"
 #include "probes/instance_type.h"
+#include "probes/metrics.h"
 #include "probes/report.h"
 
 namespace ncclguard::probes {
@@ -37,6 +38,8 @@ struct PublisherOptions {
   std::string field_manager = "ncclguard-probe";
   // The condition's heartbeat/transition clock; default system_clock::now (tests pin it).
   std::function<std::chrono::system_clock::time_point()> clock;
+  // Where each run and publishing attempt is recorded (`--metrics-listen`); none when null.
+  std::shared_ptr<ProbeMetrics> metrics;
 };
 
 struct PublisherStats {

@@ -35,7 +35,9 @@ CheckRun RunChecks(const std::vector<const Check*>& checks,
     auto slot = std::make_shared<Slot>();
     slots.push_back(slot);
     std::thread([check, context, slot] {
+      const auto started = std::chrono::steady_clock::now();
       CheckResult result = RunGuarded(*check, *context);
+      result.duration = std::chrono::steady_clock::now() - started;
       const std::lock_guard lock(slot->mutex);
       slot->result = std::move(result);
       slot->done = true;
@@ -44,7 +46,8 @@ CheckRun RunChecks(const std::vector<const Check*>& checks,
   }
 
   const auto timeout = context->Options().check_timeout;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + timeout;
   CheckRun run;
   for (std::size_t i = 0; i < checks.size(); ++i) {
     Slot& slot = *slots[i];
@@ -57,6 +60,7 @@ CheckRun RunChecks(const std::vector<const Check*>& checks,
       result = Result(CheckStatus::Fail, "no answer", "an answer within the check timeout",
                       "check did not finish within " + std::to_string(timeout.count()) +
                           " ms (a hung driver call or file read)");
+      result.duration = std::chrono::steady_clock::now() - started;
     }
     result.id = std::string(checks[i]->Id());
     result.guide =

@@ -3,8 +3,9 @@
 #  1. helm lint and helm template with the default values and each charts/ncclguard/ci/*.yaml;
 #  2. on a real kube-apiserver + etcd (scripts/controlplane.sh, an instance of its own, stopped
 #     on exit): the CRDs and manifests/ncclguard.yaml applied and accepted (CRDs Established,
-#     RBAC, webhook configurations, Service, Deployment, DaemonSet, PDB, NcclPolicy), the
-#     non-default renders accepted by a server-side dry run, the webhook configurations'
+#     RBAC, webhook configurations, Services, Deployment, DaemonSet, PDB, NcclPolicy), the
+#     non-default renders accepted by a server-side dry run (the ServiceMonitor and PodMonitor
+#     against the Prometheus operator's CRDs), the webhook configurations'
 #     namespace selection shown by pod creations, the controller's pod template admitted under
 #     Pod Security "restricted", and `kubectl auth can-i` for every verb the README's RBAC
 #     tables list and some that must be denied;
@@ -90,6 +91,30 @@ expect_in kueue-values "the AdmissionCheck" "controllerName: ncclguard.io/prefli
 expect_in kueue-values "the controller answers it" "--kueue-admission-check"
 expect_in kueue-values "RBAC on Kueue's Workload status" "resources: [workloads/status, admissionchecks/status]"
 expect_not_in default "no Kueue AdmissionCheck by default" "kueue.x-k8s.io"
+# Metrics (metrics.*): both processes serve /metrics on a named port; by default Prometheus finds
+# them by the prometheus.io annotations, with serviceMonitor.enabled by a ServiceMonitor (the
+# controller's metrics Service) and a PodMonitor (the probe pods) instead.
+expect_in default "the controller serves /metrics" "- --metrics-listen=:8080"
+expect_in default "the probe serves /metrics" "- --metrics-listen=:9402"
+expect_in default "a metrics port on both pods" "- name: metrics"
+expect_in default "the controller's metrics Service" "name: ncclguard-controller-metrics"
+expect_in default "scrape annotations" 'prometheus.io/scrape: "true"'
+expect_in default "the probe's scrape port" 'prometheus.io/port: "9402"'
+expect_in default "the controller's scrape port" 'prometheus.io/port: "8080"'
+expect_not_in default "no ServiceMonitor without the Prometheus operator" "kind: ServiceMonitor"
+expect_in monitoring-values "ServiceMonitor" "kind: ServiceMonitor"
+expect_in monitoring-values "PodMonitor for the probe pods" "kind: PodMonitor"
+expect_in monitoring-values "monitors labelled for Prometheus' selectors" "release: kube-prometheus-stack"
+expect_in monitoring-values "the scrape interval" "interval: 15s"
+expect_not_in monitoring-values "no scrape annotations beside the monitors" "prometheus.io/scrape"
+expect_in monitoring-values "podAnnotations kept" "example.com/team: ml-platform"
+expect_in monitoring-values "NetworkPolicy: the metrics port from the monitoring namespace" "kubernetes.io/metadata.name: monitoring"
+helm template "$release" "$chart" --namespace "$ns" --set metrics.enabled=false >"$work/render-metrics-off.yaml"
+expect_not_in metrics-off "metrics.enabled=false: no --metrics-listen" "--metrics-listen"
+expect_not_in metrics-off "metrics.enabled=false: no metrics Service" "ncclguard-controller-metrics"
+expect_not_in metrics-off "metrics.enabled=false: no scrape annotations" "prometheus.io/"
+helm template "$release" "$chart" --namespace "$ns" --set-string 'probe.podAnnotations.prometheus\.io/scrape=false' >"$work/render-opt-out.yaml"
+expect_in opt-out "podAnnotations win over the scrape annotations" 'prometheus.io/scrape: "false"'
 if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
   helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
   fail "values.schema.json accepted a bad failurePolicy or an unknown key"
@@ -147,7 +172,7 @@ else
   fail "kubectl get -f manifests/ncclguard.yaml"; cat "$work/stored.txt"
 fi
 for obj in deployment/ncclguard-controller daemonset/ncclguard-probe service/ncclguard-webhook \
-  poddisruptionbudget/ncclguard-controller serviceaccount/ncclguard-controller serviceaccount/ncclguard-probe; do
+  service/ncclguard-controller-metrics poddisruptionbudget/ncclguard-controller serviceaccount/ncclguard-controller serviceaccount/ncclguard-probe; do
   if k -n "$ns" get "$obj" >/dev/null 2>&1; then pass "$obj accepted (not run: no kubelet here)"; else fail "$obj missing"; fi
 done
 spec=$(k get ncclpolicy default -o jsonpath='{.spec.guideBaseURL}' 2>/dev/null || true)
@@ -226,6 +251,17 @@ k create namespace ncclguard-alt >/dev/null
 # ci/kueue-values.yaml renders a Kueue AdmissionCheck: Kueue's CRDs from the Go module cache.
 kueue_crds=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/kueue@$KUEUE_VERSION")/config/components/crd/bases
 for crd in "$kueue_crds"/kueue.x-k8s.io_*.yaml; do k apply --server-side -f "$crd" >/dev/null; done
+# ci/monitoring-values.yaml renders a ServiceMonitor and a PodMonitor: the Prometheus operator's
+# CRDs (monitoring.coreos.com/v1) from its repository's module in the Go module cache (the
+# pkg/apis/monitoring module has no CRD YAML). Kept here, not in controlplane/versions.sh: that
+# file is part of the hash of every control-plane binary, and this module builds nothing.
+prometheus_operator_version=v0.85.0
+monitoring_crds=$("$root/scripts/controlplane.sh" source-dir "github.com/prometheus-operator/prometheus-operator@$prometheus_operator_version")/example/prometheus-operator-crd
+for kind in servicemonitors podmonitors prometheusrules; do
+  k apply --server-side -f "$monitoring_crds/monitoring.coreos.com_$kind.yaml" >/dev/null
+done
+# A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
+for _ in $(seq 60); do k wait --for=condition=Established --timeout=30s crd --all >/dev/null 2>&1 && break; sleep 0.5; done
 k wait --for condition=established --timeout=60s crd --all >/dev/null
 for f in "$chart"/ci/*.yaml; do
   name=$(basename "$f" .yaml)
@@ -245,6 +281,21 @@ PY
     fail "ci/$name.yaml rejected"; cat "$work/alt.log"
   fi
 done
+# The monitors were checked against the operator's schema: one with a scheme it does not know
+# is rejected, so the acceptance above means something.
+python3 - "$work/alt-monitoring-values.yaml" "$work/bad-monitor.yaml" <<'PY'
+import re, sys
+docs = re.split(r"^---$", open(sys.argv[1]).read(), flags=re.M)
+monitor = next(d for d in docs if re.search(r"^kind: ServiceMonitor$", d, flags=re.M))
+open(sys.argv[2], "w").write(monitor.replace("scheme: http", "scheme: gopher"))
+PY
+if k apply --server-side --dry-run=server -f "$work/bad-monitor.yaml" >"$work/bad-monitor.log" 2>&1; then
+  fail "the API server accepted a ServiceMonitor with scheme gopher (no CRD schema?)"
+elif grep -q 'scheme' "$work/bad-monitor.log"; then
+  pass "a ServiceMonitor with scheme gopher is rejected by the Prometheus operator's CRD"
+else
+  fail "the bad ServiceMonitor was rejected for another reason"; cat "$work/bad-monitor.log"
+fi
 
 step "RBAC: kubectl auth can-i as the service accounts"
 # can <yes|no> <sa> <verb> <resource>[/name][:subresource] [namespace]

@@ -1,9 +1,12 @@
 // The `ncclguard probe --publish` process as the DaemonSet runs it: --once against the real API
-// server, SIGTERM while waiting and while retrying, JSON logs; and the publisher against a server
-// that answers 403 and 409 (the real one cannot be made to on demand).
+// server, SIGTERM while waiting and while retrying, JSON logs, its /metrics; and the publisher
+// against a server that answers 403 and 409 (the real one cannot be made to on demand).
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +24,11 @@
 #include "core/json.h"
 #include "kube/client.h"
 #include "manifests.h"
+#include "metrics/registry.h"
 #include "probes/publisher.h"
 #include "test_https_server.h"
 #include "test_kube_client.h"
+#include "tests/common/loopback_port.h"
 #include "tests/unit/probes/probe_test_support.h"
 #include "tests/unit/test_support.h"
 
@@ -160,9 +165,36 @@ TEST_F(ProbePublishCommandTest, OncePublishesAndExitsWithTheVerdict) {
   EXPECT_EQ(ReadyCondition(Node())["status"], "False");
 }
 
+// The body of GET `path` on 127.0.0.1:`port` over plain HTTP ("" when nothing answered 200).
+std::string PlainHttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+    const std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+        response.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  const std::size_t body = response.find("\r\n\r\n");
+  if (!response.starts_with("HTTP/1.1 200") || body == std::string::npos) return "";
+  return response.substr(body + 4);
+}
+
 TEST_F(ProbePublishCommandTest, SigtermWhileWaitingForTheNextRunExitsZeroPromptly) {
   std::vector<std::string> args = Args("p5-32efa", "memlock-limit");
   for (const char* extra : {"--interval", "1h", "--request-poll", "200ms"}) args.push_back(extra);
+  // Its metrics, scraped once the run is published (the port may be taken meanwhile: rare, and
+  // then the probe exits 2 saying so).
+  const int metrics_port = test::FreeLoopbackPort();
+  args.push_back("--metrics-listen=127.0.0.1:" + std::to_string(metrics_port));
   Background probe(args);
   ASSERT_TRUE(Eventually(
       [&] {
@@ -171,6 +203,26 @@ TEST_F(ProbePublishCommandTest, SigtermWhileWaitingForTheNextRunExitsZeroPromptl
       },
       30s))
       << probe.Stderr();
+  // The counter goes up just after the last write the condition above sees.
+  std::string scraped;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        scraped = PlainHttpGet(metrics_port, "/metrics");
+        return Contains(scraped, "ncclguard_probe_runs_total{result=\"published\"} 1\n");
+      },
+      10s))
+      << scraped << probe.Stderr();
+  EXPECT_TRUE(Contains(scraped,
+                       "ncclguard_probe_check_status{check=\"memlock-limit\",status=\"Pass\"} 1\n"))
+      << scraped;
+  EXPECT_TRUE(Contains(scraped, R"(ncclguard_probe_node_info{instance_type="p5.48xlarge",node=")" +
+                                    node_ + "\"} 1\n"))
+      << scraped;
+  EXPECT_TRUE(Contains(scraped, R"(ncclguard_probe_check_duration_seconds{check="memlock-limit"})"))
+      << scraped;
+  EXPECT_TRUE(Contains(scraped, "ncclguard_probe_runs_total{result=\"failed\"} 0\n")) << scraped;
+  EXPECT_TRUE(Contains(scraped, "ncclguard_build_info{version=")) << scraped;
+  EXPECT_EQ(PlainHttpGet(metrics_port, "/healthz"), "ok\n");
   EXPECT_EQ(probe.TerminateWithin(5s), 0) << probe.Stderr();
   EXPECT_TRUE(Contains(probe.Stderr(), "received SIGTERM")) << probe.Stderr();
 }
@@ -226,6 +278,8 @@ TEST(ProbePublishFaults, ForbiddenConflictAndGarbageAreRetriedUntilTheyPass) {
   probes::PublisherOptions options;
   options.node_name = "n1";
   options.retry = {20ms, 100ms, 2.0, 0.5};
+  prometheus::Registry registry;
+  options.metrics = std::make_shared<probes::ProbeMetrics>(registry);
   probes::NodePublisher publisher(
       std::make_shared<kube::Client>(config),
       [] {
@@ -241,6 +295,13 @@ TEST(ProbePublishFaults, ForbiddenConflictAndGarbageAreRetriedUntilTheyPass) {
   const probes::PublisherStats stats = publisher.stats();
   EXPECT_EQ(stats.publish_failures, 4);
   EXPECT_EQ(stats.publishes, 1);
+  // One run, its report written at the fifth attempt: each attempt counted by result.
+  const std::string scraped = metrics::Render(registry);
+  EXPECT_TRUE(Contains(scraped, "ncclguard_probe_runs_total{result=\"failed\"} 4\n")) << scraped;
+  EXPECT_TRUE(Contains(scraped, "ncclguard_probe_runs_total{result=\"published\"} 1\n")) << scraped;
+  EXPECT_TRUE(
+      Contains(scraped, R"(ncclguard_probe_node_info{instance_type="p5.48xlarge",node="n1"} 1)"))
+      << scraped;
 }
 
 }  // namespace

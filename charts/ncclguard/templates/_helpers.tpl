@@ -57,3 +57,23 @@ app.kubernetes.io/component: probe
 {{- define "ncclguard.certManager" -}}
 {{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.mode "certManager") -}}true{{- end -}}
 {{- end -}}
+
+{{- define "ncclguard.controllerMetricsServiceName" -}}{{ include "ncclguard.controllerName" . }}-metrics{{- end -}}
+
+{{/*
+A pod's annotations: podAnnotations, and while metrics are on without the Prometheus operator
+(metrics.serviceMonitor.enabled=false) the prometheus.io/scrape, /port and /path annotations a
+Prometheus with the usual pod discovery follows. podAnnotations win (prometheus.io/scrape: "false"
+opts a pod out). Call with (dict "root" . "podAnnotations" <map> "port" <metrics port>).
+*/}}
+{{- define "ncclguard.podAnnotations" -}}
+{{- $metrics := .root.Values.metrics -}}
+{{- $scrape := dict -}}
+{{- if and $metrics.enabled (not $metrics.serviceMonitor.enabled) -}}
+{{- $scrape = dict "prometheus.io/scrape" "true" "prometheus.io/port" (toString .port) "prometheus.io/path" "/metrics" -}}
+{{- end -}}
+{{- $annotations := merge (deepCopy .podAnnotations) $scrape -}}
+{{- with $annotations }}
+{{- toYaml . }}
+{{- end -}}
+{{- end -}}

@@ -56,6 +56,31 @@ TEST(ProbePublishFlags, UsageErrorsExitTwoBeforeTouchingTheCluster) {
   }
 }
 
+TEST(ProbePublishFlags, AMetricsAddressThatCannotServeIsAUsageError) {
+  const std::string root = FixturePath("p5-32efa");
+  // Never contacted: the address is refused first.
+  const TempFile kubeconfig(R"(apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+)");
+  const auto no_port = RunCli({"probe", "--publish", "--node-name", "n1", "--host-root", root,
+                               "--kubeconfig", kubeconfig.path(), "--metrics-listen", "127.0.0.1"});
+  EXPECT_EQ(no_port.exit_code, 2) << no_port.err;
+  EXPECT_NE(no_port.err.find("ncclguard probe --publish: --metrics-listen 127.0.0.1: no port"),
+            std::string::npos)
+      << no_port.err;
+
+  const auto without_publish =
+      RunCli({"probe", "--once", "--host-root", root, "--metrics-listen", ":9402"});
+  EXPECT_EQ(without_publish.exit_code, 2) << without_publish.err;
+  EXPECT_NE(without_publish.err.find("--metrics-listen needs --publish"), std::string::npos)
+      << without_publish.err;
+  EXPECT_EQ(without_publish.out, "") << "no checks ran";
+}
+
 TEST(ProbePublishFlags, WithoutANodeNameItSaysWhereOneComesFrom) {
   const char* saved = std::getenv("NODE_NAME");
   const std::string saved_value = saved ? saved : "";

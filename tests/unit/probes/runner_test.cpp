@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "core/catalog.h"
 #include "probes/runner.h"
@@ -43,6 +44,18 @@ class ThrowingCheck : public probes::Check {
   }
 };
 
+// Answers Pass after `kSleep`: a check whose duration the runner must measure.
+class SlowCheck : public probes::Check {
+ public:
+  static constexpr std::chrono::milliseconds kSleep{60};
+  SlowCheck()
+      : Check({"memlock-limit", "memlock", core::FindingLevel::Fail, 0, "sleeps", "none"}) {}
+  probes::CheckResult Run(probes::ProbeContext&) const override {
+    std::this_thread::sleep_for(kSleep);
+    return probes::Result(CheckStatus::Pass, "", "", "");
+  }
+};
+
 std::shared_ptr<probes::ProbeContext> ShortTimeoutContext() {
   probes::ProbeOptions options;
   options.host_root = "/nonexistent";
@@ -74,6 +87,18 @@ TEST(Runner, ThrowingCheckIsReportedAsFail) {
   EXPECT_EQ(run.results[0].status, CheckStatus::Fail);
   EXPECT_EQ(run.results[0].message, "check failed: NVML returned garbage");
   EXPECT_EQ(run.results[0].guide, "https://example.test/guide#node-hardware");
+}
+
+TEST(Runner, MeasuresHowLongEachCheckTook) {
+  static const SlowCheck slow;
+  static const HangingCheck hanging;
+  const auto run = probes::RunChecks({&slow, &hanging}, ShortTimeoutContext());
+  ASSERT_EQ(run.results.size(), 2u);
+  EXPECT_GE(run.results[0].duration, SlowCheck::kSleep);
+  EXPECT_LT(run.results[0].duration, std::chrono::milliseconds(200)) << "the timeout is 200 ms";
+  // Past its timeout: the time it was given.
+  EXPECT_GE(run.results[1].duration, std::chrono::milliseconds(200));
+  EXPECT_LT(run.results[1].duration, std::chrono::seconds(5));
 }
 
 TEST(Summary, FailBeatsWarnBeatsPassAndSkipsDoNotCount) {

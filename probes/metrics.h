@@ -1,0 +1,59 @@
+// The probe's metrics (docs/operator.md, "Metrics", "Probe"): what the last run of the checks
+// found on this node, so that Prometheus sees it before the controller does, and how publishing
+// the reports went. In the process's registry (metrics::Global()) unless a test gives its own.
+// Thread-safe: the publisher records while /metrics renders.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "probes/check.h"
+#include "probes/report.h"
+
+namespace ncclguard::probes {
+
+class ProbeMetrics {
+ public:
+  ProbeMetrics();  // in metrics::Global()
+  explicit ProbeMetrics(prometheus::Registry& registry);
+  ProbeMetrics(const ProbeMetrics&) = delete;
+  ProbeMetrics& operator=(const ProbeMetrics&) = delete;
+
+  // A finished run: each check's status and duration, the node and its instance type, and
+  // `finished`. A check's series of its former status goes, as do the series of a check the
+  // run no longer has and the node info of a former instance type: a scrape shows this run only.
+  void RecordRun(const ProbeReport& report, std::chrono::system_clock::time_point finished);
+
+  // One attempt to write a run's report to the API server: written, or failed (retried).
+  void CountPublication(bool published);
+
+ private:
+  struct CheckSeries {
+    CheckStatus status = CheckStatus::Skip;
+    prometheus::Gauge* status_gauge = nullptr;
+    prometheus::Gauge* duration = nullptr;
+  };
+
+  prometheus::Family<prometheus::Gauge>& check_status_;
+  prometheus::Family<prometheus::Gauge>& check_duration_;
+  prometheus::Family<prometheus::Gauge>& node_info_;
+  prometheus::Gauge& last_run_;
+  prometheus::Counter& published_;
+  prometheus::Counter& failed_;
+
+  std::mutex mutex_;  // what follows: the series made so far, to remove when they change
+  std::map<std::string, CheckSeries, std::less<>> checks_;
+  prometheus::Gauge* node_info_series_ = nullptr;
+  std::string node_;
+  std::string instance_type_;
+};
+
+}  // namespace ncclguard::probes
