@@ -21,7 +21,11 @@ node_packages=(
 fuzz_packages=(clang-14 libclang-rt-14-dev)
 # The real Prometheus server and promtool the metrics tests run (alert rules, dashboard queries,
 # the node's scrape); the package's service is never started (no init system runs it here).
-metrics_packages=(prometheus)
+# gnuplot-nox draws the dashboard's picture (scripts/render-dashboard.py): with the packages
+# above installed it adds 17 (gnuplot, Lua, libgd and its image codecs: 9 MB to fetch, 40 MB
+# installed, about 5 s; python3-matplotlib would add 61 and 65 MB). python3-yaml reads the rules
+# and their tests (tests/metrics/check_rules.py).
+metrics_packages=(prometheus gnuplot-nox python3-yaml)
 case "${1:-}" in
   "") packages+=("${node_packages[@]}" "${fuzz_packages[@]}" "${metrics_packages[@]}") ;;
   --no-node) ;;

@@ -115,6 +115,15 @@ expect_not_in metrics-off "metrics.enabled=false: no metrics Service" "ncclguard
 expect_not_in metrics-off "metrics.enabled=false: no scrape annotations" "prometheus.io/"
 helm template "$release" "$chart" --namespace "$ns" --set-string 'probe.podAnnotations.prometheus\.io/scrape=false' >"$work/render-opt-out.yaml"
 expect_in opt-out "podAnnotations win over the scrape annotations" 'prometheus.io/scrape: "false"'
+# The alerts and the dashboard: off by default; ci/monitoring-values.yaml has both (the
+# PrometheusRule is dry-run against the Prometheus operator's CRD below; tests/metrics checks
+# the rules themselves and the dashboard's queries).
+expect_not_in default "no PrometheusRule by default" "kind: PrometheusRule"
+expect_not_in default "no dashboard ConfigMap by default" "grafana_dashboard"
+expect_in monitoring-values "the PrometheusRule" "kind: PrometheusRule"
+expect_in monitoring-values "an alert and its runbook" "runbook_url: https://github.com/ncclguard/ncclguard/blob/main/docs/operator.md#ncclguardcontrollerdown"
+expect_in monitoring-values "the dashboard ConfigMap for Grafana's sidecar" 'grafana_dashboard: "1"'
+expect_in monitoring-values "the dashboard's JSON in it" '"uid": "ncclguard"'
 if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
   helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
   fail "values.schema.json accepted a bad failurePolicy or an unknown key"
