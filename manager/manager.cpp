@@ -131,7 +131,11 @@ class Manager::Impl final : public ModuleContext {
       elector.Run(stop);
       if (!stop.stopped()) result = RunResult::kLostLease;
     } else {
+      // Alone, this replica leads: it says so as the Lease's holder would (alerts on no leader).
+      prometheus::Gauge& master_status = metrics_.kube().LeaderStatus(options_.lease_name);
+      master_status.Set(1);
       Lead(elected, stop);
+      master_status.Set(0);
     }
     everywhere.Stop();
     others.join();

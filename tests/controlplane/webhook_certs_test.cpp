@@ -555,6 +555,9 @@ TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertifi
       0);
   EXPECT_NE(text.find("# TYPE ncclguard_gate_held_jobs gauge"), std::string::npos);
   EXPECT_NE(text.find("ncclguard_build_info{version="), std::string::npos);
+  // Without leader election the one replica leads.
+  EXPECT_EQ(Sample(text, R"(ncclguard_leader_election_master_status{name="ncclguard-controller"})"),
+            1);
   // SIGTERM while the caches of kinds without a CRD here still wait to sync: a prompt exit 0
   // (kubelet kills after its 30 s grace period).
   const auto stopping = std::chrono::steady_clock::now();
