@@ -90,6 +90,38 @@ std::vector<NodeDemand> NodeDemands(const Json& job,
   return demands;
 }
 
+std::string_view NodeStandingName(NodeStanding standing) {
+  switch (standing) {
+    case NodeStanding::kValidated:
+      return "validated";
+    case NodeStanding::kFailed:
+      return "failed";
+    case NodeStanding::kUnvalidated:
+      return "unvalidated";
+    case NodeStanding::kCordoned:
+      return "cordoned";
+    case NodeStanding::kUnhealthy:
+      return "unhealthy";
+  }
+  return "unvalidated";
+}
+
+NodeStanding StandingOf(const Json& node, const Json* validation, const core::Policy& policy,
+                        bool count_unvalidated, std::string* unhealthy_why) {
+  const std::string summary = validation != nullptr ? StatusField(*validation, "summary") : "";
+  if (summary == "Fail") return NodeStanding::kFailed;
+  const bool validated =
+      summary == "Pass" || summary == "Warn" || (summary.empty() && count_unvalidated);
+  // A summary we do not know: treated as not yet validated.
+  if (!validated) return NodeStanding::kUnvalidated;
+  if (Cordoned(node)) return NodeStanding::kCordoned;
+  if (const auto why = core::HyperPodUnhealthy(node, policy.gate.hyperpod)) {
+    if (unhealthy_why != nullptr) *unhealthy_why = *why;
+    return NodeStanding::kUnhealthy;
+  }
+  return NodeStanding::kValidated;
+}
+
 NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
                       const core::Policy& policy) {
   NodeSupply supply;
@@ -101,39 +133,31 @@ NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
   for (const Json& node : nodes) {
     const std::string name = Meta(node, "name");
     const auto validation = view.NodeValidation(name);
-    const std::string summary = validation ? StatusField(*validation, "summary") : "";
-    bool validated = summary == "Pass" || summary == "Warn";
-    if (summary == "Fail") {
-      ++supply.failed;
-      if (supply.failed_node.empty()) {
-        supply.failed_node = name;
-        FirstFailure(*validation, supply.failed_check, supply.failed_detail);
-      }
-      continue;
-    }
-    if (!validated && summary.empty()) {
-      if (!policy.gate.count_unvalidated_nodes) {
+    std::string why;
+    switch (StandingOf(node, validation ? &*validation : nullptr, policy,
+                       policy.gate.count_unvalidated_nodes, &why)) {
+      case NodeStanding::kValidated:
+        ++supply.counted;
+        break;
+      case NodeStanding::kFailed:
+        if (supply.failed++ == 0) {
+          supply.failed_node = name;
+          FirstFailure(*validation, supply.failed_check, supply.failed_detail);
+        }
+        break;
+      case NodeStanding::kUnvalidated:
         ++supply.unprobed;
-        continue;
-      }
-      validated = true;
+        break;
+      case NodeStanding::kCordoned:
+        ++supply.cordoned;
+        break;
+      case NodeStanding::kUnhealthy:
+        if (supply.hyperpod_unhealthy++ == 0) {
+          supply.unhealthy_node = name;
+          supply.unhealthy_why = std::move(why);
+        }
+        break;
     }
-    if (!validated) {
-      ++supply.unprobed;  // a summary we do not know: treat as not yet validated
-      continue;
-    }
-    if (Cordoned(node)) {
-      ++supply.cordoned;
-      continue;
-    }
-    if (const auto why = core::HyperPodUnhealthy(node, policy.gate.hyperpod)) {
-      if (supply.hyperpod_unhealthy++ == 0) {
-        supply.unhealthy_node = name;
-        supply.unhealthy_why = *why;
-      }
-      continue;
-    }
-    ++supply.counted;
   }
   return supply;
 }

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "controllers/cluster_view.h"
@@ -51,6 +53,23 @@ struct NodeSupply {
 
 NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
                       const core::Policy& policy);
+
+// Where one node stands for the gate.
+enum class NodeStanding {
+  kValidated,    // counts: its NodeValidation passed (Pass or Warn), schedulable, healthy
+  kFailed,       // its NodeValidation's summary is Fail
+  kUnvalidated,  // no NodeValidation verdict yet (or one this build does not know)
+  kCordoned,     // validated but spec.unschedulable
+  kUnhealthy,    // validated but SageMaker HyperPod marks it unhealthy (core/hyperpod.h)
+};
+// "validated", "failed", "unvalidated", "cordoned", "unhealthy".
+std::string_view NodeStandingName(NodeStanding standing);
+
+// `validation`: the node's NodeValidation (null when none). With `count_unvalidated` (the
+// policy's gate.countUnvalidatedNodes) a node without a verdict is judged as a validated one;
+// `unhealthy_why` receives HyperPod's word for a kUnhealthy node.
+NodeStanding StandingOf(const Json& node, const Json* validation, const core::Policy& policy,
+                        bool count_unvalidated, std::string* unhealthy_why = nullptr);
 
 struct GateVerdict {
   bool release = false;

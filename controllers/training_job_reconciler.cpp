@@ -25,6 +25,9 @@ constexpr std::chrono::seconds kMinGateRequeue{10};
 constexpr std::chrono::seconds kMaxGateRequeue{300};
 constexpr std::size_t kMaxEventNote = 1024;  // events.k8s.io/v1 limit
 constexpr std::string_view kInsufficientNodes = "insufficient-validated-nodes";
+// The NcclDiagnosis message: "<top id>: <its first line> (also: <id>, <id>) — see <link>".
+constexpr std::string_view kAlsoOpen = " (also: ";
+constexpr std::string_view kAlsoSeparator = ", ";
 
 std::string Link(const core::Policy& policy, std::string_view slug) {
   return core::GuideLink(policy.guide_base_url, slug);
@@ -313,10 +316,9 @@ class JobReconcile {
       const DiagnosisInfo& top = findings.front().diagnosis->Info();
       std::string message = std::string(top.id) + ": " + findings.front().lines.front();
       if (findings.size() > 1) {
-        message += " (also:";
         for (std::size_t i = 1; i < findings.size(); ++i) {
-          message +=
-              std::string(i == 1 ? " " : ", ") + std::string(findings[i].diagnosis->Info().id);
+          message += i == 1 ? kAlsoOpen : kAlsoSeparator;
+          message += findings[i].diagnosis->Info().id;
         }
         message += ")";
       }
@@ -445,6 +447,30 @@ ReconcileResult ReconcileTrainingJob(const JobKey& key, const ClusterView& view,
   // Deleted: the Service goes with it (owner reference). Being deleted: nothing to start.
   if (!job || !job->is_object() || !Meta(*job, "deletionTimestamp").empty()) return {};
   return JobReconcile(key, *job, view, now).Run();
+}
+
+std::vector<std::string> DiagnosesNamed(const core::Json& job) {
+  std::vector<std::string> ids;
+  const auto condition = FindCondition(job, core::kDiagnosisCondition);
+  if (!condition || condition->status != "True") return ids;
+  const std::string_view message = condition->message;
+  const auto add = [&ids](std::string_view id) {
+    if (DiagnosisRegistry::Find(id) == nullptr) return;
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.emplace_back(id);
+  };
+  add(message.substr(0, message.find(": ")));
+  // The last "(also:" is the condition's own: a line quoted before it may hold anything.
+  const auto also = message.rfind(kAlsoOpen);
+  if (also == std::string_view::npos) return ids;
+  std::string_view list = message.substr(also + kAlsoOpen.size());
+  list = list.substr(0, list.find(')'));
+  while (!list.empty()) {
+    const auto separator = list.find(kAlsoSeparator);
+    add(list.substr(0, separator));
+    if (separator == std::string_view::npos) break;
+    list.remove_prefix(separator + kAlsoSeparator.size());
+  }
+  return ids;
 }
 
 bool GatePending(const core::Json& job) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "controllers/actions.h"
@@ -23,6 +24,10 @@ ReconcileResult ReconcileTrainingJob(const JobKey& key, const ClusterView& view,
 // Whether the gate is holding this job (the webhook set ncclguard.io/gate=pending). A change to
 // nodes or NodeValidations requeues every such job.
 bool GatePending(const core::Json& job);
+
+// The diagnosis ids the job's NcclDiagnosis=True condition names: the highest ranked first, then
+// those of its "(also: ...)" list; only ids this build registers. Empty without that condition.
+std::vector<std::string> DiagnosesNamed(const core::Json& job);
 
 // The managed jobs a pod (or a Service, or an Event's subject pod) belongs to, from the labels
 // each kind's operator sets; a JobSet's pods also map to their child Job, which is harmless.

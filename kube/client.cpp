@@ -73,14 +73,26 @@ std::string ResourceVersionOf(const core::Json& object) {
 Client::Client(ClientConfig config, ClientOptions options)
     : transport_(std::make_shared<Transport>(std::move(config))),
       limiter_(std::make_shared<TokenBucket>(options.qps, options.burst)),
-      options_(options) {}
+      options_(options),
+      metrics_(options.metrics != nullptr ? options.metrics : &Metrics::Process()) {}
+
+HttpResponse Client::Perform(const HttpRequest& request) {
+  try {
+    HttpResponse response = transport_->Perform(request);
+    metrics_->CountRequest(request.method, response.status);
+    return response;
+  } catch (const ApiError&) {
+    metrics_->CountRequest(request.method, 0);
+    throw;
+  }
+}
 
 HttpResponse Client::Send(HttpRequest request) {
   limiter_->Wait(StopToken());
-  HttpResponse response = transport_->Perform(request);
+  HttpResponse response = Perform(request);
   // A rotated service-account token: the file changed under us; retry once with the new one.
   if (response.status == 401 && transport_->tokens().Refresh()) {
-    response = transport_->Perform(request);
+    response = Perform(request);
   }
   return response;
 }
@@ -292,13 +304,23 @@ void Client::Watch(const ResourceRef& ref, const WatchOptions& options,
     on_event(std::move(event));
   };
   HttpRequest request{"GET", ref.CollectionPath() + query.str(), "", "", {}};
-  HttpResponse response = transport_->Stream(
-      request,
-      [&](std::string_view chunk) {
-        parser.Feed(chunk, deliver);
-        return !stop.stopped();
-      },
-      stop);
+  HttpResponse response;
+  bool streamed = false;  // the body is handed over only after a 200
+  try {
+    response = transport_->Stream(
+        request,
+        [&](std::string_view chunk) {
+          streamed = true;
+          parser.Feed(chunk, deliver);
+          return !stop.stopped();
+        },
+        stop);
+  } catch (...) {
+    // An ERROR event or a stream cut short after it began was answered 200; else no answer.
+    metrics_->CountRequest(request.method, streamed ? 200 : 0);
+    throw;
+  }
+  metrics_->CountRequest(request.method, response.status);
   if (stop.stopped()) return;
   if (response.status == 401 && transport_->tokens().Refresh()) {
     throw ApiError(ErrorCode::kUnauthorized, what + ": token rotated, reconnect", 401);

@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "kube/config.h"
 #include "kube/errors.h"
+#include "kube/metrics.h"
 #include "kube/rate_limiter.h"
 #include "kube/resource.h"
 #include "kube/stop_token.h"
@@ -27,6 +28,8 @@ struct ClientOptions {
   int burst = 1000;
   std::chrono::milliseconds request_timeout{30000};
   int max_retries_on_429 = 3;  // honours Retry-After (capped at 10 s each)
+  // Where its requests (and its informers' watch restarts) are counted; null: Metrics::Process().
+  Metrics* metrics = nullptr;
 };
 
 struct ListOptions {
@@ -115,6 +118,7 @@ class Client {
   HttpResponse Send(HttpRequest request);
 
   const ClientConfig& config() const { return transport_->config(); }
+  Metrics& metrics() const { return *metrics_; }
   std::string default_namespace() const { return config().default_namespace; }
 
  private:
@@ -123,10 +127,13 @@ class Client {
   // The response body of a successful request; errors thrown.
   std::string CallRaw(const std::string& method, const std::string& path, const std::string& body,
                       const std::string& content_type, const std::string& what);
+  // One request on the wire, counted by its method and answer.
+  HttpResponse Perform(const HttpRequest& request);
 
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<TokenBucket> limiter_;
   ClientOptions options_;
+  Metrics* metrics_;
 };
 
 // "namespace/name", or "name" for cluster-scoped objects: the key informers and queues use.

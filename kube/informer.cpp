@@ -280,7 +280,12 @@ void Informer::Run() {
   bool need_list = true;
   const std::string resource = options_.resource.Describe();
   bool said_not_served = false;
+  // A watch ended and another follows: counted by why (ncclguard_watch_restarts_total).
+  const auto restarted = [this](WatchRestart why) {
+    if (!stop_.stopped()) client_->metrics().CountWatchRestart(options_.resource.resource, why);
+  };
   while (!stop_.stopped()) {
+    bool watching = false;
     try {
       if (need_list) {
         ListAndReplace();
@@ -295,15 +300,20 @@ void Informer::Run() {
         backoff.Reset();
       }
       auto began = std::chrono::steady_clock::now();
-      if (WatchOnce(backoff) > 0 || std::chrono::steady_clock::now() - began > kShortWatch) {
-        continue;
-      }
+      watching = true;
+      const int events = WatchOnce(backoff);
+      watching = false;
+      restarted(WatchRestart::kClosed);
+      if (events > 0 || std::chrono::steady_clock::now() - began > kShortWatch) continue;
       // A server that ends every watch at once, without events, would otherwise be asked
       // again in a tight loop.
       std::lock_guard lock(mutex_);
       ++stats_.short_watches;
     } catch (const ApiError& error) {
       if (stop_.stopped()) break;
+      if (watching) {
+        restarted(error.code() == ErrorCode::kGone ? WatchRestart::kExpired : WatchRestart::kError);
+      }
       std::lock_guard lock(mutex_);
       if (error.code() == ErrorCode::kGone) {
         // Our resourceVersion is older than the server keeps: only a fresh list is correct.
@@ -345,6 +355,7 @@ void Informer::Run() {
     } catch (const std::exception& error) {
       // A projection or index function threw: keep the loop alive and start over.
       if (stop_.stopped()) break;
+      if (watching) restarted(WatchRestart::kError);
       log::Error("informer failed; resyncing with a fresh list",
                  {{"resource", resource}, {"error", error.what()}});
       need_list = true;

@@ -47,10 +47,13 @@ core::Json NewLeaseObject(const ResourceRef& lease, const core::Json& spec,
 }
 
 LeaderElector::LeaderElector(const ClientConfig& config, LeaderElectionOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)),
+      master_status_((options_.metrics != nullptr ? *options_.metrics : Metrics::Process())
+                         .LeaderStatus(options_.lease_name)) {
   ClientOptions client_options;
   client_options.request_timeout = std::max(options_.retry_period, std::chrono::milliseconds(1000));
   client_options.max_retries_on_429 = 0;
+  client_options.metrics = options_.metrics;
   client_ = std::make_shared<Client>(config, client_options);
   lease_ = resources::Leases().In(options_.lease_namespace).Named(options_.lease_name);
   if (options_.identity.empty()) throw std::invalid_argument("leader election needs an identity");
@@ -169,6 +172,7 @@ void LeaderElector::Run(const StopToken& stop) {
     leading_ = true;
     last_renew_ = Steady::now();
   }
+  master_status_.Set(1);
   int forward = stop.OnStop([leading] { leading.Stop(); });
   std::thread worker([&] {
     if (options_.on_started_leading) options_.on_started_leading(leading);
@@ -202,6 +206,7 @@ void LeaderElector::Run(const StopToken& stop) {
     std::lock_guard lock(mutex_);
     leading_ = false;
   }
+  master_status_.Set(0);
   leading.Stop();
   stop.RemoveOnStop(forward);
   worker.join();

@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "kube/client.h"
+#include "kube/metrics.h"
 #include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 
@@ -30,6 +31,9 @@ struct LeaderElectionOptions {
   // Set on the Lease when created, and added to one without it on the next write, so that the
   // garbage collector deletes the Lease with its owner. None: no owner reference.
   std::optional<OwnerReference> owner;
+  // ncclguard_leader_election_master_status{name=lease_name} and the elector's requests go here;
+  // null: Metrics::Process().
+  Metrics* metrics = nullptr;
 
   // Runs on its own thread once leading; must return soon after `leading` stops.
   std::function<void(const StopToken& leading)> on_started_leading;
@@ -60,6 +64,7 @@ class LeaderElector {
   std::shared_ptr<Client> client_;
   LeaderElectionOptions options_;
   ResourceRef lease_;
+  prometheus::Gauge& master_status_;  // 1 while leading
 
   mutable std::mutex mutex_;
   core::Json observed_spec_;

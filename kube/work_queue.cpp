@@ -11,9 +11,23 @@ WorkQueue::WorkQueue(WorkQueueOptions options, std::function<Clock::time_point()
       now_(std::move(now)),
       retries_(options.retry_qps, options.retry_burst, [this] { return now_(); }) {}
 
+WorkQueue::Clock::time_point WorkQueue::StampLocked() const {
+  const WorkQueueMetrics& m = options_.metrics;
+  return m.queue_duration != nullptr || m.work_duration != nullptr ? now_() : Clock::time_point{};
+}
+
+// Keys waiting for a worker: queued, or added again while a worker holds them.
+void WorkQueue::SetDepthLocked() {
+  if (options_.metrics.depth != nullptr) {
+    options_.metrics.depth->Set(static_cast<double>(shutting_down_ ? 0 : dirty_.size()));
+  }
+}
+
 void WorkQueue::AddLocked(const std::string& key) {
   if (shutting_down_ || dirty_.contains(key)) return;
-  dirty_.insert(key);
+  dirty_.emplace(key, StampLocked());
+  if (options_.metrics.adds != nullptr) options_.metrics.adds->Increment();
+  SetDepthLocked();
   if (processing_.contains(key)) return;  // Done will queue it again
   queue_.push_back(key);
   changed_.notify_one();
@@ -65,6 +79,7 @@ void WorkQueue::AddRateLimited(const std::string& key) {
     delay = BackoffLocked(key);
     ++failures_[key];
   }
+  if (options_.metrics.retries != nullptr) options_.metrics.retries->Increment();
   delay = std::max(delay, retries_.Reserve());
   AddAfter(key, delay);
 }
@@ -98,8 +113,17 @@ std::optional<std::string> WorkQueue::PopLocked() {
   if (queue_.empty()) return std::nullopt;
   std::string key = std::move(queue_.front());
   queue_.pop_front();
-  dirty_.erase(key);
-  processing_.insert(key);
+  const Clock::time_point now = StampLocked();
+  const auto added = dirty_.find(key);
+  if (added != dirty_.end()) {
+    if (options_.metrics.queue_duration != nullptr) {
+      options_.metrics.queue_duration->Observe(
+          std::chrono::duration<double>(now - added->second).count());
+    }
+    dirty_.erase(added);
+  }
+  processing_.insert_or_assign(key, now);
+  SetDepthLocked();
   return key;
 }
 
@@ -127,7 +151,13 @@ std::optional<std::string> WorkQueue::TryGet() {
 
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard lock(mutex_);
-  processing_.erase(key);
+  const auto handed_out = processing_.find(key);
+  if (handed_out == processing_.end()) return;
+  if (options_.metrics.work_duration != nullptr) {
+    options_.metrics.work_duration->Observe(
+        std::chrono::duration<double>(StampLocked() - handed_out->second).count());
+  }
+  processing_.erase(handed_out);
   if (dirty_.contains(key) && !shutting_down_) {
     queue_.push_back(key);
     changed_.notify_one();
@@ -141,6 +171,7 @@ void WorkQueue::ShutDown() {
     queue_.clear();
     waiting_.clear();
     waiting_until_.clear();
+    SetDepthLocked();
   }
   changed_.notify_all();
 }

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kube/metrics.h"
 #include "kube/rate_limiter.h"
 
 namespace ncclguard::kube {
@@ -29,6 +30,8 @@ struct WorkQueueOptions {
   // failing at once (an API server answering 500) are not retried in a storm. <= 0: no limit.
   double retry_qps = 10;
   int retry_burst = 100;
+  // Where depth, adds, retries and the waits are recorded (Metrics::Queue); none by default.
+  WorkQueueMetrics metrics{};
 };
 
 class WorkQueue {
@@ -65,14 +68,19 @@ class WorkQueue {
   void PromoteDueLocked(Clock::time_point now);
   std::optional<std::string> PopLocked();
   Clock::duration BackoffLocked(const std::string& key) const;
+  // The time for the duration histograms (not read when they are not recorded).
+  Clock::time_point StampLocked() const;
+  void SetDepthLocked();
 
   WorkQueueOptions options_;
   std::function<Clock::time_point()> now_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::string> queue_;
-  std::unordered_set<std::string> dirty_;       // queued or to be re-queued when Done
-  std::unordered_set<std::string> processing_;  // handed out, not Done yet
+  // Queued or to be re-queued when Done, with when it was added; handed out and not Done yet,
+  // with when it was handed out (the times only while the durations are recorded).
+  std::unordered_map<std::string, Clock::time_point> dirty_;
+  std::unordered_map<std::string, Clock::time_point> processing_;
   std::multimap<Clock::time_point, std::string> waiting_;
   std::unordered_map<std::string, Clock::time_point> waiting_until_;  // earliest per key
   std::unordered_map<std::string, int> failures_;

@@ -14,8 +14,13 @@ constexpr int kMaxEventAttempts = 16;
 
 }  // namespace
 
-Controller::Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout)
-    : spec_(std::move(spec)), executor_(executor), sync_timeout_(sync_timeout) {
+Controller::Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout,
+                       Metrics& metrics)
+    : spec_(std::move(spec)),
+      executor_(executor),
+      sync_timeout_(sync_timeout),
+      reconciles_(metrics.Controller(spec_.name)),
+      queue_metrics_(metrics.kube().Queue(spec_.name)) {
   for (const TextWatch& watch : spec_.watches) {
     const TextWatch* w = &watch;  // spec_ is not resized after this
     w->informer->AddHandlers(
@@ -74,7 +79,9 @@ void Controller::Run(const kube::StopToken& leading) {
                           : "cache not synced; reconciling without it until it is",
                {{"controller", spec_.name}, {"resource", watch.informer->resource().Describe()}});
   }
-  kube::WorkQueue queue;
+  kube::WorkQueueOptions queue_options;
+  queue_options.metrics = queue_metrics_;
+  kube::WorkQueue queue(queue_options);
   {
     std::lock_guard lock(queue_mutex_);
     queue_ = &queue;
@@ -100,13 +107,20 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
                          const kube::StopToken& leading) {
   if (leading.stopped()) return;
   const log::Scope log_scope({{"controller", spec_.name}, {"key", key}});
+  const auto began = std::chrono::steady_clock::now();
+  const auto seconds = [&began] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  };
   std::string error;
   std::vector<controllers::Action> unsent = TakeUnsent(key);
   // Events refused again and again (a namespace being deleted) are given up on.
   if (!unsent.empty() && queue.NumRequeues(key) < kMaxEventAttempts) {
     std::vector<controllers::Action> still_unsent;
-    if (executor_.Apply(unsent, leading, &error, &still_unsent) != Outcome::kDone) {
+    const Outcome resent = executor_.Apply(unsent, leading, &error, &still_unsent);
+    if (resent != Outcome::kDone) {
       KeepUnsent(key, std::move(still_unsent));
+      if (resent == Outcome::kStopped) return;
+      CountReconcile(Outcome::kRetry, false, seconds());
       ++stats_.retries;
       queue.AddRateLimited(key);
       return;
@@ -114,25 +128,31 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
   }
   Outcome outcome = Outcome::kRetry;
   std::optional<controllers::ReconcileResult> result;
+  std::function<void()> applied;
   try {
     result = spec_.reconcile(key);
     if (!result) return;  // not a key of this controller
     ++stats_.reconciles;
+    if (spec_.observe) applied = spec_.observe(key, *result);
     std::vector<controllers::Action> failed_events;
     outcome = executor_.Apply(result->actions, leading, &error, &failed_events);
     KeepUnsent(key, std::move(failed_events));
   } catch (const std::exception& e) {  // a response the client could not read, say
     error = e.what();
   }
+  const bool requeue_after = result && result->requeue_after;
+  CountReconcile(outcome, requeue_after, seconds());
   switch (outcome) {
     case Outcome::kDone:
+      if (applied) applied();
       queue.Forget(key);
-      if (result && result->requeue_after) queue.AddAfter(key, *result->requeue_after);
+      if (requeue_after) queue.AddAfter(key, *result->requeue_after);
       break;
     case Outcome::kDropped:
       queue.Forget(key);
       break;
     case Outcome::kRetry:
+    case Outcome::kConflict:
       ++stats_.retries;
       log::Info("reconcile failed; retrying with backoff", {{"error", error}});
       queue.AddRateLimited(key);
@@ -140,6 +160,29 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
     case Outcome::kStopped:
       break;
   }
+}
+
+void Controller::CountReconcile(Outcome outcome, bool requeue_after, double seconds) {
+  prometheus::Counter* result = nullptr;
+  switch (outcome) {
+    case Outcome::kDone:
+      result = requeue_after ? reconciles_.requeue_after : reconciles_.success;
+      break;
+    case Outcome::kDropped:  // the object is gone: nothing left to do
+      result = reconciles_.success;
+      break;
+    case Outcome::kConflict:
+      result = reconciles_.requeue;
+      break;
+    case Outcome::kRetry:
+      result = reconciles_.error;
+      reconciles_.errors->Increment();
+      break;
+    case Outcome::kStopped:  // cut short by the end of leadership: no result
+      return;
+  }
+  result->Increment();
+  reconciles_.time->Observe(seconds);
 }
 
 std::vector<controllers::Action> Controller::TakeUnsent(const std::string& key) {

@@ -24,6 +24,7 @@
 #include "kube/stop_token.h"
 #include "kube/work_queue.h"
 #include "manager/executor.h"
+#include "manager/metrics.h"
 
 namespace ncclguard::manager {
 
@@ -45,6 +46,14 @@ struct Change {
 
 // Which changes matter (null: every change).
 using Predicate = std::function<bool(const Change& change)>;
+
+// What a controller counts of one reconcile (metrics of what it did: the gate's releases,
+// diagnoses). Called right after the reconcile, so it compares the result with the caches as
+// the reconcile read them; the function it returns (may be null) runs once every action was
+// applied. Must not throw.
+template <typename Key>
+using Observer = std::function<std::function<void()>(const Key& key,
+                                                     const controllers::ReconcileResult& result)>;
 
 // A work-queue key with a text form that parses back (controllers::JobKey, say).
 template <typename K>
@@ -69,6 +78,7 @@ struct ControllerSpec {
   std::function<std::vector<Key>()> all_keys;
   // Pure: reads the caches (a ClusterView), returns the actions (controllers/).
   std::function<controllers::ReconcileResult(const Key& key)> reconcile;
+  Observer<Key> observe;  // optional
   int workers = 1;
 };
 
@@ -91,11 +101,14 @@ class Controller {
     std::function<std::vector<std::string>()> all_keys;
     // nullopt: the text is not a key of this controller (dropped).
     std::function<std::optional<controllers::ReconcileResult>(const std::string& key)> reconcile;
+    Observer<std::string> observe;  // optional
     int workers = 1;
   };
 
-  // Adds its handlers to the watched informers: before they start.
-  Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout);
+  // Adds its handlers to the watched informers: before they start. Its reconciles and work
+  // queue are counted in `metrics` under its name.
+  Controller(Spec spec, Executor& executor, std::chrono::milliseconds sync_timeout,
+             Metrics& metrics = Metrics::Process());
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
@@ -113,6 +126,8 @@ class Controller {
  private:
   void OnChange(const TextWatch& watch, const Change& change);
   void Process(kube::WorkQueue& queue, const std::string& key, const kube::StopToken& leading);
+  // Counts a reconcile that ended with `outcome` after `seconds`.
+  void CountReconcile(Outcome outcome, bool requeue_after, double seconds);
   std::vector<controllers::Action> TakeUnsent(const std::string& key);
   void KeepUnsent(const std::string& key, std::vector<controllers::Action> events);
 
@@ -125,6 +140,8 @@ class Controller {
   std::mutex unsent_mutex_;
   std::map<std::string, std::vector<controllers::Action>> unsent_;
   ControllerStats stats_;
+  Metrics::Reconciles reconciles_;
+  kube::WorkQueueMetrics queue_metrics_;
 };
 
 // The typed spec as the manager runs it.
@@ -153,6 +170,14 @@ Controller::Spec Erase(ControllerSpec<Key> spec) {
     if (!key) return std::nullopt;
     return reconcile(*key);
   };
+  if (spec.observe) {
+    erased.observe = [observe = std::move(spec.observe)](
+                         const std::string& text,
+                         const controllers::ReconcileResult& result) -> std::function<void()> {
+      const std::optional<Key> key = Key::Parse(text);
+      return key ? observe(*key, result) : nullptr;
+    };
+  }
   return erased;
 }
 

@@ -23,6 +23,8 @@
 #include "kube/informer.h"
 #include "kube/resource.h"
 #include "manager/controller.h"
+#include "manager/metrics.h"
+#include "manager/state_metrics.h"
 
 namespace ncclguard::manager {
 
@@ -85,6 +87,11 @@ class ModuleContext {
     return AddController(Erase(std::move(spec)));
   }
   virtual void Add(Runnable runnable) = 0;
+  // Where what the controllers do is counted (manager/metrics.h).
+  virtual Metrics& metrics() const = 0;
+  // Gauges built from the caches when scraped, reported while this replica leads
+  // (manager/state_metrics.h).
+  virtual void AddStateMetrics(StateFamilies build) = 0;
 };
 
 struct ControllerModule {

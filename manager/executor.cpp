@@ -92,9 +92,9 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
       }
       if (e.code() == kube::ErrorCode::kConflict) {
         ++stats_.conflicts;
-      } else {
-        ++stats_.errors;
+        return Outcome::kConflict;
       }
+      ++stats_.errors;
       return Outcome::kRetry;
     }
   }

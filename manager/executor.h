@@ -16,10 +16,11 @@
 namespace ncclguard::manager {
 
 enum class Outcome {
-  kDone,     // every action applied (an AlreadyExists create counts: the object is there)
-  kRetry,    // an action failed (conflict, API server away...): requeue with backoff
-  kDropped,  // the job is gone (NotFound): forget the key
-  kStopped,  // leadership ended before every action was applied
+  kDone,      // every action applied (an AlreadyExists create counts: the object is there)
+  kRetry,     // an action failed (API server away, refused...): requeue with backoff
+  kConflict,  // a write carried a resourceVersion the object no longer has: read it again
+  kDropped,   // the job is gone (NotFound): forget the key
+  kStopped,   // leadership ended before every action was applied
 };
 
 struct ExecutorStats {

@@ -12,6 +12,7 @@
 #include "manager/cache.h"
 #include "manager/controller_module.h"
 #include "manager/manager.h"
+#include "manager/state_metrics.h"
 #include "manager/wiring.h"
 
 namespace ncclguard::manager {
@@ -153,6 +154,9 @@ ControllerModule DeclareKueuePreflight() {
       "condition only"));
   module.install = [](ModuleContext& context) {
     auto kueue = std::make_shared<KueueCaches>(context.caches());
+    context.AddStateMetrics([kueue](std::vector<prometheus::MetricFamily>& out) {
+      out.push_back(KueueChecksFamily(kueue->workloads->List(), kueue->PreflightChecks()));
+    });
     context.AddController(AdmissionCheckController(kueue));
     context.AddController(WorkloadCheckController(kueue, context.caches(), context.policy(),
                                                   context.options().workers));

@@ -14,7 +14,10 @@
 #include "manager/cache.h"
 #include "manager/controller_module.h"
 #include "manager/executor.h"
+#include "manager/metrics.h"
+#include "manager/state_metrics.h"
 #include "manager/wiring.h"
+#include "metrics/registry.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -51,13 +54,22 @@ class Manager::Impl final : public ModuleContext {
         policy_(options_.base_policy, options_.policy_changed) {
     if (options_.identity.empty()) options_.identity = DefaultIdentity();
     policy_.Watch(caches_.policies());  // before the controllers' handlers
+    AddStateMetrics([this](std::vector<prometheus::MetricFamily>& out) {
+      const std::vector<kube::CachedObject> validations = caches_.node_validations().List();
+      out.push_back(NodeCheckStatusFamily(validations));
+      out.push_back(NodesFamily(caches_.nodes().List(), validations, *policy_.Current()));
+    });
     for (const ControllerModule* module : ControllerModules()) {
       if (ModuleEnabled(*module, options_)) module->install(*this);
     }
+    state_registration_ =
+        std::make_unique<metrics::CollectorRegistration>(metrics_.registry(), state_);
     if (options_.runtimes_ready) options_.runtimes_ready(RuntimeSource::Lookup(runtimes_));
   }
 
   ~Impl() {
+    // Before the caches go: a scrape in progress ends first, later ones do not read them.
+    state_registration_.reset();
     // Before the caches go: a lookup the webhook still holds finds nothing from here on.
     if (options_.runtimes_ready) options_.runtimes_ready({});
     runtimes_->Detach();
@@ -70,8 +82,8 @@ class Manager::Impl final : public ModuleContext {
   const ManagerOptions& options() const override { return options_; }
   using ModuleContext::AddController;
   Controller& AddController(Controller::Spec spec) override {
-    controllers_.push_back(
-        std::make_unique<Controller>(std::move(spec), executor_, options_.cache_sync_timeout));
+    controllers_.push_back(std::make_unique<Controller>(std::move(spec), executor_,
+                                                        options_.cache_sync_timeout, metrics_));
     Controller* controller = controllers_.back().get();
     Add({controller->name(), true,
          [controller](const kube::StopToken& leading) { controller->Run(leading); }});
@@ -79,6 +91,8 @@ class Manager::Impl final : public ModuleContext {
   }
 
   void Add(Runnable runnable) override { runnables_.push_back(std::move(runnable)); }
+  Metrics& metrics() const override { return metrics_; }
+  void AddStateMetrics(StateFamilies build) override { state_.Add(std::move(build)); }
 
   bool Ready() const {
     if (!started_.load()) return false;
@@ -117,7 +131,11 @@ class Manager::Impl final : public ModuleContext {
       elector.Run(stop);
       if (!stop.stopped()) result = RunResult::kLostLease;
     } else {
+      // Alone, this replica leads: it says so as the Lease's holder would (alerts on no leader).
+      prometheus::Gauge& master_status = metrics_.kube().LeaderStatus(options_.lease_name);
+      master_status.Set(1);
       Lead(elected, stop);
+      master_status.Set(0);
     }
     everywhere.Stop();
     others.join();
@@ -167,6 +185,10 @@ class Manager::Impl final : public ModuleContext {
   std::vector<Runnable> runnables_;
   std::atomic<bool> started_{false};
   std::atomic<std::chrono::steady_clock::time_point> sync_deadline_{};
+  Metrics& metrics_ = Metrics::Process();
+  // Reported while this replica leads; registered once every module added its families.
+  StateCollector state_{[this] { return leading_flag_.load(); }};
+  std::unique_ptr<metrics::CollectorRegistration> state_registration_;
 };
 
 Manager::Manager(kube::ClientConfig config, ManagerOptions options)

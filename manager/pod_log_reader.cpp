@@ -96,9 +96,10 @@ std::vector<controllers::JobKey> PodLogReader::Tick(
     const std::string key = Key(ns, name);
     live.push_back(key);
     const std::string phase = controllers::PodPhase(pod);
-    if (limited || !planner_.Due(key, phase, now)) continue;
-    if (!planner_.TakeToken(now)) {
+    if (!planner_.Due(key, phase, now)) continue;
+    if (limited || !planner_.TakeToken(now)) {
       limited = true;  // the rest wait for the next pass
+      Count(LogRead::kRateLimited);
       continue;
     }
     planner_.Read(key, phase, now);
@@ -106,6 +107,7 @@ std::vector<controllers::JobKey> PodLogReader::Tick(
     for (const controllers::LogContainer& c : controllers::LogContainers(pod)) {
       const std::optional<std::string> tail = source_(ns, name, c.name);
       ++reads_;
+      Count(tail ? LogRead::kRead : LogRead::kError);
       if (!tail) continue;
       store_.Put(key, controllers::DigestPodLog(name + " container " + c.name, c.name, phase,
                                                 c.efa_requested, *tail));

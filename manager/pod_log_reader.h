@@ -15,6 +15,7 @@
 #include "controllers/pod_logs.h"
 #include "core/json.h"
 #include "kube/client.h"
+#include "manager/metrics.h"
 
 namespace ncclguard::manager {
 
@@ -43,8 +44,10 @@ PodLogSource KubePodLogSource(std::shared_ptr<kube::Client> client);
 
 class PodLogReader {
  public:
-  PodLogReader(controllers::LogReadLimits limits, PodLogSource source, PodLogStore& store)
-      : planner_(limits), source_(std::move(source)), store_(store) {}
+  // Reads are counted in `metrics` (null: nowhere).
+  PodLogReader(controllers::LogReadLimits limits, PodLogSource source, PodLogStore& store,
+               Metrics* metrics = nullptr)
+      : planner_(limits), source_(std::move(source)), store_(store), metrics_(metrics) {}
 
   // One pass over `pods` (the pod cache) at `now`: reads the logs of those due, while the global
   // rate allows, for pods of jobs `managed` accepts. Returns the jobs whose pods were read.
@@ -55,9 +58,14 @@ class PodLogReader {
   long reads() const { return reads_; }
 
  private:
+  void Count(LogRead result) {
+    if (metrics_ != nullptr) metrics_->CountLogRead(result);
+  }
+
   controllers::LogReadPlanner planner_;
   PodLogSource source_;
   PodLogStore& store_;
+  Metrics* metrics_;
   long reads_ = 0;
 };
 

@@ -76,8 +76,10 @@ kube::Projection JobProjection(core::WorkloadKind kind) {
     out["apiVersion"] = object.is_object() ? object.value("apiVersion", api_version) : api_version;
     out["kind"] = object.is_object() ? object.value("kind", kind_name) : kind_name;
     if (const Json* m = Find(object, "metadata")) {
-      for (const char* key :
-           {"labels", "annotations", "generation", "deletionTimestamp", "ownerReferences"}) {
+      // creationTimestamp: where the gate's hold time starts
+      // (ncclguard_gate_hold_duration_seconds).
+      for (const char* key : {"labels", "annotations", "generation", "creationTimestamp",
+                              "deletionTimestamp", "ownerReferences"}) {
         CopyIfPresent(*m, out["metadata"], key);
       }
     }

@@ -227,10 +227,23 @@ void WebhookCertManager::SyncOnce() {
                  {{"secret", ref.Describe()}, {"reason", decision.reason}});
     }
     WriteFiles(data.at(kTlsCertKey), data.at(kTlsKeyKey), /*from_secret=*/true);
+    ReportCaExpiry(data.at(kCaCertKey));
     OPENSSL_cleanse(data.at(kTlsKeyKey).data(), data.at(kTlsKeyKey).size());
     OPENSSL_cleanse(data.at(kCaKeyKey).data(), data.at(kCaKeyKey).size());
     return;
   }
+}
+
+void WebhookCertManager::ReportCaExpiry(const std::string& bundle_pem) {
+  std::int64_t newest = 0;
+  try {
+    for (const CertFacts& ca : InspectCertificates(bundle_pem, "CA bundle")) {
+      newest = std::max(newest, ca.not_after);
+    }
+  } catch (const CertError&) {
+    return;  // checked by ParseCertSecret already
+  }
+  (options_.metrics != nullptr ? *options_.metrics : Metrics::Process()).SetWebhookCaExpiry(newest);
 }
 
 bool WebhookCertManager::EnsureBundle(const std::string& bundle_pem) {

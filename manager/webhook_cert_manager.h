@@ -19,6 +19,7 @@
 #include "kube/owner_reference.h"
 #include "kube/stop_token.h"
 #include "manager/controller_module.h"
+#include "manager/metrics.h"
 #include "manager/webhook_certs.h"
 
 namespace ncclguard::manager {
@@ -42,6 +43,9 @@ struct WebhookCertOptions {
   // Set on the Secret when created, and added to one without it, so that the garbage collector
   // deletes the Secret (and the CA key in it) with its owner. None: no owner reference.
   std::optional<kube::OwnerReference> owner;
+  // Where the CA's expiry is reported (ncclguard_webhook_ca_expiry_timestamp_seconds); null:
+  // Metrics::Process().
+  Metrics* metrics = nullptr;
 };
 
 // The RBAC the certificate manager needs (beside the controllers' own; RequiredAccess): create
@@ -87,6 +91,8 @@ class WebhookCertManager {
   // exist already did (nothing patched), i.e. the API server trusts every CA in it.
   bool EnsureBundle(const std::string& bundle_pem);
   void WriteFiles(const std::string& cert_pem, const std::string& key_pem, bool from_secret);
+  // ncclguard_webhook_ca_expiry_timestamp_seconds: the latest notAfter of the bundle's CAs.
+  void ReportCaExpiry(const std::string& bundle_pem);
   std::int64_t Now() const;
 
   kube::Client client_;

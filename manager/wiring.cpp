@@ -11,6 +11,8 @@
 #include "manager/controller_module.h"
 #include "manager/manager.h"
 #include "manager/projections.h"
+#include "manager/state_metrics.h"
+#include "manager/training_job_metrics.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -141,7 +143,8 @@ bool ManagedJob(const Caches& caches, const JobKey& key) {
 }
 
 ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicySource& policy,
-                                             int workers, const PodLogStore* pod_logs) {
+                                             int workers, const PodLogStore* pod_logs,
+                                             Metrics* metrics) {
   ControllerSpec<JobKey> spec;
   spec.name = "trainingjob";
   spec.workers = workers;
@@ -197,6 +200,21 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
     const CacheView view(caches, policy.Current(), pod_logs);
     return controllers::ReconcileTrainingJob(key, view, Now());
   };
+  if (metrics != nullptr) {
+    spec.observe = [&caches, metrics](
+                       const JobKey& key,
+                       const controllers::ReconcileResult& result) -> std::function<void()> {
+      if (!PatchesJob(key, result)) return nullptr;  // most reconciles: nothing to read
+      const kube::CachedObject job =
+          caches.Job(key.kind).Get(kube::ObjectKey(key.namespace_, key.name));
+      JobChanges changes =
+          ChangesOf(key, job ? std::optional<Json>(*job) : std::nullopt, result, Now());
+      if (!changes.released && changes.new_diagnoses.empty() && !changes.transport) return nullptr;
+      return [changes = std::move(changes), kind = key.kind, metrics] {
+        Count(changes, kind, *metrics);
+      };
+    };
+  }
   return spec;
 }
 
@@ -244,7 +262,8 @@ namespace {
 Runnable PodLogReading(ModuleContext& context, std::shared_ptr<PodLogStore> store,
                        Controller& training_jobs) {
   auto reader = std::make_shared<PodLogReader>(context.options().pod_log_limits,
-                                               KubePodLogSource(context.client()), *store);
+                                               KubePodLogSource(context.client()), *store,
+                                               &context.metrics());
   const Caches& caches = context.caches();
   return {"podlogs", true,
           [store, reader, &caches, &training_jobs](const kube::StopToken& leading) {
@@ -302,9 +321,17 @@ ControllerModule DeclareTrainingJobs() {
   module.install = [](ModuleContext& context) {
     const ManagerOptions& options = context.options();
     auto pod_logs = options.read_pod_logs ? std::make_shared<PodLogStore>() : nullptr;
-    Controller& training_jobs = context.AddController(
-        TrainingJobController(context.caches(), context.policy(), options.workers, pod_logs.get()));
+    Controller& training_jobs = context.AddController(TrainingJobController(
+        context.caches(), context.policy(), options.workers, pod_logs.get(), &context.metrics()));
     if (pod_logs) context.Add(PodLogReading(context, pod_logs, training_jobs));
+    const Caches& caches = context.caches();
+    context.AddStateMetrics([&caches](std::vector<prometheus::MetricFamily>& out) {
+      std::map<core::WorkloadKind, std::vector<kube::CachedObject>> jobs;
+      for (const core::KindInfo& info : core::ManagedKinds()) {
+        jobs.emplace(info.kind, caches.Job(info.kind).List());
+      }
+      out.push_back(HeldJobsFamily(jobs));
+    });
   };
   return module;
 }

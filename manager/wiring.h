@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "manager/cache.h"
 #include "manager/controller.h"
+#include "manager/metrics.h"
 #include "manager/pod_log_reader.h"
 
 namespace ncclguard::manager {
@@ -41,10 +42,12 @@ class PolicySource {
 };
 
 // PyTorchJob, MPIJob, JobSet and opted-in batch Jobs: ReconcileTrainingJob over a CacheView.
-// `pod_logs`: what PodLogReader read of the jobs' pods (null: logs are not read).
+// `pod_logs`: what PodLogReader read of the jobs' pods (null: logs are not read). `metrics`: where
+// releases, diagnoses and transports are counted (null: nowhere).
 ControllerSpec<controllers::JobKey> TrainingJobController(const Caches& caches,
                                                           const PolicySource& policy, int workers,
-                                                          const PodLogStore* pod_logs = nullptr);
+                                                          const PodLogStore* pod_logs = nullptr,
+                                                          Metrics* metrics = nullptr);
 
 // Whether the training-job controller manages `key` (its namespace is opted in; a batch Job is
 // labelled): the pods whose logs PodLogReader reads.

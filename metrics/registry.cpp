@@ -3,6 +3,11 @@
 #include <prometheus/gauge.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
 namespace ncclguard::metrics {
 namespace {
 
@@ -14,6 +19,18 @@ void RegisterBuildInfo(prometheus::Registry& registry) {
       .Register(registry)
       .Add({{"version", NCCLGUARD_VERSION}})
       .Set(1);
+}
+
+// The collectors of every registry. Render holds the mutex while they collect, so a registration
+// ends only once no scrape uses its collector.
+struct Collectors {
+  std::mutex mutex;
+  std::vector<std::pair<const prometheus::Registry*, const prometheus::Collectable*>> entries;
+};
+
+Collectors& AllCollectors() {
+  static Collectors* collectors = new Collectors();  // never destroyed: used until exit
+  return *collectors;
 }
 
 }  // namespace
@@ -28,7 +45,34 @@ prometheus::Registry& Global() {
 }
 
 std::string Render(const prometheus::Registry& registry) {
-  return prometheus::TextSerializer().Serialize(registry.Collect());
+  std::vector<prometheus::MetricFamily> families = registry.Collect();
+  Collectors& collectors = AllCollectors();
+  {
+    std::lock_guard lock(collectors.mutex);
+    for (const auto& [owner, collector] : collectors.entries) {
+      if (owner != &registry) continue;
+      for (prometheus::MetricFamily& family : collector->Collect()) {
+        families.push_back(std::move(family));
+      }
+    }
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+CollectorRegistration::CollectorRegistration(const prometheus::Registry& registry,
+                                             const prometheus::Collectable& collector)
+    : registry_(&registry), collector_(&collector) {
+  Collectors& collectors = AllCollectors();
+  std::lock_guard lock(collectors.mutex);
+  collectors.entries.emplace_back(registry_, collector_);
+}
+
+CollectorRegistration::~CollectorRegistration() {
+  Collectors& collectors = AllCollectors();
+  std::lock_guard lock(collectors.mutex);
+  const auto entry = std::find(collectors.entries.begin(), collectors.entries.end(),
+                               std::pair{registry_, collector_});
+  if (entry != collectors.entries.end()) collectors.entries.erase(entry);
 }
 
 prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start, double factor, int count) {

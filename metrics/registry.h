@@ -3,6 +3,7 @@
 // whichever server answers GET /metrics. docs/operator.md, "Metrics", lists every family.
 #pragma once
 
+#include <prometheus/collectable.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
@@ -15,8 +16,26 @@ namespace ncclguard::metrics {
 // that owns them) live as long as the process.
 prometheus::Registry& Global();
 
-// Text exposition (format 0.0.4) of every family in `registry`.
+// Text exposition (format 0.0.4) of every family in `registry` and of the collectors registered
+// with it.
 std::string Render(const prometheus::Registry& registry = Global());
+
+// Families a part builds when it is scraped, from state it keeps anyway (an informer cache): such
+// a gauge has nothing to update as the state changes, and no series outlives what it describes.
+// `collector` is rendered with `registry` while this lives; destroying it waits for a scrape in
+// progress, so what the collector reads may go right after.
+class CollectorRegistration {
+ public:
+  CollectorRegistration(const prometheus::Registry& registry,
+                        const prometheus::Collectable& collector);
+  ~CollectorRegistration();
+  CollectorRegistration(const CollectorRegistration&) = delete;
+  CollectorRegistration& operator=(const CollectorRegistration&) = delete;
+
+ private:
+  const prometheus::Registry* registry_;
+  const prometheus::Collectable* collector_;
+};
 
 // The Content-Type of Render's text.
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";

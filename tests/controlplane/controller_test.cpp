@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "manager/cache.h"
 #include "manager/manager.h"
 #include "manifests.h"
+#include "metrics/registry.h"
 #include "test_kube_client.h"
 
 namespace ncclguard::testenv {
@@ -57,6 +59,23 @@ class RunningController {
   std::atomic<bool> finished_{false};
   manager::RunResult result_ = manager::RunResult::kStopped;
 };
+
+// The value of the sample `series` in this process's metrics (the in-process controller's,
+// metrics::Global(), as `ncclguard controller --metrics-listen` serves them); nullopt when absent.
+std::optional<double> Metric(const std::string& series) {
+  const std::string text = metrics::Render();
+  const std::string prefix = series + " ";
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    if (text.compare(at, prefix.size(), prefix) == 0) {
+      return std::stod(text.substr(at + prefix.size(), end - at - prefix.size()));
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+double MetricOr0(const std::string& series) { return Metric(series).value_or(0); }
 
 json ConditionOf(const json& job, const std::string& type) {
   for (const auto& c : job.value(json::json_pointer("/status/conditions"), json::array())) {
@@ -321,6 +340,21 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
   EXPECT_TRUE(Eventually([&] { return HeldWithEvent(mpijobs + "/bert", "bert"); }, 30s));
   EXPECT_TRUE(Eventually([&] { return HeldWithEvent(jobsets + "/js", "js"); }, 30s));
   EXPECT_TRUE(Eventually([&] { return HeldWithEvent(jobs + "/train", "train"); }, 30s));
+  // The metrics say the same: each held job by kind and reason, node b's failed check.
+  const auto held_series = [&](const std::string& kind) {
+    return "ncclguard_gate_held_jobs{kind=\"" + kind + "\",namespace=\"" + namespace_ +
+           "\",reason=\"InsufficientValidatedNodes\"}";
+  };
+  const std::string failed_check =
+      "ncclguard_node_check_status{check=\"efa-device-count\",node=\"" + namespace_ +
+      "-b\",status=\"Fail\"}";
+  for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet", "Job"}) {
+    EXPECT_TRUE(Eventually([&] { return Metric(held_series(kind)) == 1.0; }, 10s))
+        << kind << "\n"
+        << metrics::Render();
+  }
+  EXPECT_TRUE(Eventually([&] { return Metric(failed_check) == 1.0; }, 10s));
+  const double released_before = MetricOr0("ncclguard_gate_releases_total{kind=\"PyTorchJob\"}");
   const json held = Get(PyTorchJobs() + "/llama");
   EXPECT_EQ(held["spec"]["runPolicy"]["suspend"], true);
   EXPECT_NE(ConditionOf(held, "NcclPreflight")
@@ -346,9 +380,28 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
   EXPECT_EQ(ConditionOf(Get(PyTorchJobs() + "/llama"), "NcclDiagnosis").value("status", ""),
             "False");
   EXPECT_EQ(ServiceCount(), 2u);
+  // Released: no held series left (absent, not 0); node b's failed check went with its new
+  // verdict (which lists no checks); one release, with its hold time, for the PyTorchJob.
+  for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet", "Job"}) {
+    EXPECT_TRUE(Eventually([&] { return !Metric(held_series(kind)); }, 10s)) << kind;
+  }
+  EXPECT_TRUE(Eventually([&] { return !Metric(failed_check); }, 10s));
+  EXPECT_EQ(MetricOr0("ncclguard_gate_releases_total{kind=\"PyTorchJob\"}"), released_before + 1);
+  EXPECT_GE(MetricOr0("ncclguard_gate_hold_duration_seconds_count{kind=\"PyTorchJob\"}"), 1);
+  EXPECT_GT(MetricOr0("ncclguard_controller_reconcile_total{controller=\"trainingjob\",result="
+                      "\"requeue_after\"}"),
+            0);
+  EXPECT_GT(MetricOr0("ncclguard_workqueue_adds_total{name=\"trainingjob\"}"), 0);
+  EXPECT_GT(MetricOr0("ncclguard_rest_client_requests_total{code=\"201\",method=\"POST\"}"), 0);
 }
 
 TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed) {
+  const auto diagnosed = [](const std::string& id) {
+    return MetricOr0("ncclguard_diagnoses_total{diagnosis=\"" + id + "\"}");
+  };
+  const std::vector<std::string> ids = {"container-oom-killed", "segfault", "image-pull-failed"};
+  std::map<std::string, double> before;
+  for (const std::string& id : ids) before[id] = diagnosed(id);
   Start(Options());
   ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("gpt", 2, false)).status, 201);
   const std::string uid = Get(PyTorchJobs() + "/gpt")["metadata"]["uid"];
@@ -402,6 +455,12 @@ TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed
   EXPECT_NE(message.find("image-pull-failed"), std::string::npos) << message;
   EXPECT_NE(message.find("#container-oom"), std::string::npos) << message;
   EXPECT_TRUE(HasService("gpt"));
+  // Each diagnosis counted once for the job, however often it was reconciled since.
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(Eventually([&] { return diagnosed(id) == before[id] + 1; }, 10s)) << id;
+  }
+  std::this_thread::sleep_for(2s);
+  for (const std::string& id : ids) EXPECT_EQ(diagnosed(id), before[id] + 1) << id;
 }
 
 TEST_F(ControllerTest, AStandbyTakesOverFromAStoppedLeaderWithinTheLease) {

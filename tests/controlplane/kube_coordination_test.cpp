@@ -9,8 +9,10 @@
 
 #include "kube/event_recorder.h"
 #include "kube/leader_election.h"
+#include "kube/metrics.h"
 #include "kube/owner_reference.h"
 #include "kube_test_support.h"
+#include "metrics/registry.h"
 
 namespace ncclguard::testenv {
 namespace {
@@ -32,6 +34,7 @@ class Replica {
     options.renew_deadline = 2s;
     options.retry_period = 500ms;
     options.release_on_stop = release_on_stop;
+    options.metrics = &metrics_;
     options.on_started_leading = [this](const kube::StopToken& leading) {
       started_at_ = Steady::now();
       leading_ = true;
@@ -52,8 +55,18 @@ class Replica {
   bool stopped_leading() const { return stopped_; }
   Steady::time_point started_at() const { return started_at_; }
   kube::LeaderElector& elector() { return *elector_; }
+  // ncclguard_leader_election_master_status of this replica (its own registry).
+  std::string MasterStatus() const {
+    const std::string text = metrics::Render(registry_);
+    const std::string series =
+        R"(ncclguard_leader_election_master_status{name="ncclguard-controller"} )";
+    const auto at = text.find(series);
+    return at == std::string::npos ? "" : text.substr(at + series.size(), 1);
+  }
 
  private:
+  prometheus::Registry registry_;
+  kube::Metrics metrics_{registry_};
   std::unique_ptr<kube::LeaderElector> elector_;
   kube::StopToken stop_;
   std::thread thread_;
@@ -70,12 +83,16 @@ TEST_F(KubeClientTest, OnlyOneLeaderAndTheOtherTakesOverWithinTheLeaseWhenItDies
   std::this_thread::sleep_for(2s);  // several renew rounds: b must stay a follower
   EXPECT_FALSE(b.leading());
   EXPECT_TRUE(a->elector().IsLeader());
+  EXPECT_EQ(a->MasterStatus(), "1");
+  EXPECT_EQ(b.MasterStatus(), "0");
 
   // a dies without releasing (release_on_stop=false is what a crash looks like).
   auto died = Steady::now();
   a->Stop();
   EXPECT_TRUE(a->stopped_leading());
+  EXPECT_EQ(a->MasterStatus(), "0");
   ASSERT_TRUE(Eventually([&] { return b.leading(); }, 10s));
+  EXPECT_EQ(b.MasterStatus(), "1");
   // lease_duration (3 s) plus a retry period of slack for polling.
   EXPECT_LT(b.started_at() - died, 3s + 1500ms);
   core::Json lease =

@@ -17,6 +17,7 @@
 #include "kueue_harness.h"
 #include "manager/manager.h"
 #include "manifests.h"
+#include "metrics/registry.h"
 #include "served_webhook.h"
 #include "test_kube_client.h"
 #include "webhook_registration.h"
@@ -433,6 +434,16 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
               std::string::npos);
     EXPECT_FALSE(IsTrue(workload, "Admitted"));
   }
+  // The controller's gauge of its checks (this process's metrics, as --metrics-listen serves
+  // them); other tests' Workloads may still be there.
+  const auto checks_in = [](const std::string& state) {
+    const std::string text = metrics::Render();
+    const std::string prefix = "ncclguard_kueue_admission_checks{state=\"" + state + "\"} ";
+    const auto at = text.find(prefix);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + prefix.size()));
+  };
+  EXPECT_TRUE(Eventually([&] { return checks_in("Pending") >= 2; }, kWait)) << metrics::Render();
+  EXPECT_EQ(checks_in("Rejected"), 0);
   // Still suspended by Kueue, and never marked by our gate.
   const json job = Get(Jobs() + "/train");
   EXPECT_TRUE(job.value(json::json_pointer("/spec/suspend"), false));
@@ -452,6 +463,7 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
     ASSERT_FALSE(updates.empty());
     for (const json& update : updates) EXPECT_EQ(update["nodeSelector"], selector);
   }
+  EXPECT_TRUE(Eventually([&] { return checks_in("Ready") >= 2; }, kWait)) << metrics::Render();
   // Kueue resumed both and put the validated nodeSelector on their pods.
   json resumed;
   ASSERT_TRUE(Eventually(

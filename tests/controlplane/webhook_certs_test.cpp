@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -90,6 +92,36 @@ class ControllerProcess {
   std::string log_;
   pid_t pid_ = -1;
 };
+
+// The body of a GET ("" when nothing answered).
+std::string HttpBody(const std::string& url) {
+  CURL* curl = curl_easy_init();
+  std::string body;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 2000L);
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t count, void* out) {
+        static_cast<std::string*>(out)->append(data, size * count);
+        return size * count;
+      });
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  if (curl_easy_perform(curl) != CURLE_OK) body.clear();
+  curl_easy_cleanup(curl);
+  return body;
+}
+
+// The value of the sample `series` in a metrics exposition (-1 when absent).
+double Sample(const std::string& text, const std::string& series) {
+  const std::string prefix = series + " ";
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    if (text.compare(at, prefix.size(), prefix) == 0) {
+      return std::stod(text.substr(at + prefix.size(), end - at - prefix.size()));
+    }
+    at = end + 1;
+  }
+  return -1;
+}
 
 long HttpStatus(const std::string& url) {
   CURL* curl = curl_easy_init();
@@ -483,16 +515,49 @@ TEST_F(WebhookCertsTest, TheSecretIsOwnedByTheServiceAccountWhetherFoundOrCreate
 
 TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertificates) {
   const int port = webhook::testing::FreePort();
+  const int metrics_port = webhook::testing::FreePort();
   Register(port);
   ControllerProcess controller(
       {"--kubeconfig", info_.kubeconfig, "--leader-elect=false", "--lease-namespace", system_,
        "--webhook-cert-secret", kSecret, "--webhook-host", "127.0.0.1", "--webhook-listen",
-       "127.0.0.1:" + std::to_string(port), "--cert-dir", MakeTempDir("certs")});
+       "127.0.0.1:" + std::to_string(port), "--cert-dir", MakeTempDir("certs"), "--metrics-listen",
+       "127.0.0.1:" + std::to_string(metrics_port)});
   std::string why;
   EXPECT_TRUE(Eventually([&] { return PodMutated("from-the-binary", true, &why); }, seconds(60)))
       << why << "\n"
       << controller.Log();
   EXPECT_TRUE(BundlePublished());
+
+  // Its /metrics: the webhook's and the controller's families in one registry, the CA's
+  // expiry (a five-year CA made just now).
+  const std::string url = "http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics";
+  std::string text;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        text = HttpBody(url);
+        return Sample(
+                   text,
+                   R"(ncclguard_controller_reconcile_total{controller="ncclpolicy",result="success"})") >=
+               0;
+      },
+      seconds(30)))
+      << text << controller.Log();
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_GT(Sample(text, "ncclguard_webhook_ca_expiry_timestamp_seconds"), now + 4 * 365 * 86400.0)
+      << text;
+  EXPECT_GE(Sample(text, R"(ncclguard_webhook_requests_total{endpoint="mutate",result="patched"})"),
+            1);
+  EXPECT_GT(Sample(text, R"(ncclguard_rest_client_requests_total{code="200",method="GET"})"), 0);
+  EXPECT_GE(Sample(text, R"(ncclguard_workqueue_depth{name="trainingjob"})"), 0);
+  EXPECT_GE(
+      Sample(text,
+             R"(ncclguard_controller_reconcile_time_seconds_count{controller="trainingjob"})"),
+      0);
+  EXPECT_NE(text.find("# TYPE ncclguard_gate_held_jobs gauge"), std::string::npos);
+  EXPECT_NE(text.find("ncclguard_build_info{version="), std::string::npos);
+  // Without leader election the one replica leads.
+  EXPECT_EQ(Sample(text, R"(ncclguard_leader_election_master_status{name="ncclguard-controller"})"),
+            1);
   // SIGTERM while the caches of kinds without a CRD here still wait to sync: a prompt exit 0
   // (kubelet kills after its 30 s grace period).
   const auto stopping = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "manager/pod_log_reader.h"
+#include "metrics/registry.h"
 #include "tests/unit/controllers/fake_cluster.h"
 
 namespace ncclguard::test {
@@ -89,6 +90,31 @@ TEST(PodLogReaderTest, TheReadJobsAreReturnedAndTheDigestStored) {
   ASSERT_EQ(digests.size(), 1u);
   EXPECT_EQ(digests[0].transport.kind, controllers::NcclTransportKind::Socket);
   EXPECT_LE(controllers::kPodLogLimitBytes, 64 * 1024);
+}
+
+// Each container's read is counted read or error; a due pod the rate puts off, rate_limited
+// (once per pass it waits).
+TEST(PodLogReaderTest, ReadsAreCountedByResult) {
+  prometheus::Registry registry;
+  manager::Metrics metrics(registry);
+  manager::PodLogStore store;
+  int calls = 0;
+  const manager::PodLogSource every_third_fails =
+      [&calls](const std::string&, const std::string&,
+               const std::string&) -> std::optional<std::string> {
+    if (++calls % 3 == 0) return std::nullopt;
+    return std::string("h:1:1 [0] NCCL INFO Using network Socket\n");
+  };
+  const controllers::LogReadLimits limits{std::chrono::seconds(300), 1.0, 4.0};
+  manager::PodLogReader reader(limits, every_third_fails, store, &metrics);
+  reader.Tick(Pods(10, "Running"), kAllManaged, kStart);  // 4 read (burst), 6 put off
+  reader.Tick(Pods(10, "Running"), kAllManaged, kStart);  // no token left: the 6 again
+  const std::string text = metrics::Render(registry);
+  EXPECT_NE(text.find("ncclguard_pod_log_reads_total{result=\"read\"} 3\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ncclguard_pod_log_reads_total{result=\"error\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ncclguard_pod_log_reads_total{result=\"rate_limited\"} 12\n"),
+            std::string::npos);
 }
 
 // An API server that does not answer (away, or slower than the read's timeout): the read says

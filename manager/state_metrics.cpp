@@ -1,0 +1,186 @@
+#include "manager/state_metrics.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "controllers/conditions.h"
+#include "controllers/gate.h"
+#include "controllers/json_fields.h"
+#include "controllers/labels.h"
+#include "controllers/training_job_reconciler.h"
+#include "core/contract.h"
+
+namespace ncclguard::manager {
+namespace {
+
+using core::Json;
+
+// Counts by label values, as one gauge family. `label_names` in alphabetical order (as
+// prometheus-cpp writes its own), each Add's values in the same order.
+class Tally {
+ public:
+  Tally(std::string name, std::string help, std::vector<std::string> label_names)
+      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
+
+  void Add(std::vector<std::string> values, double by = 1) { counts_[std::move(values)] += by; }
+
+  prometheus::MetricFamily Family() const {
+    prometheus::MetricFamily family{name_, help_, prometheus::MetricType::Gauge, {}};
+    for (const auto& [values, count] : counts_) {
+      prometheus::ClientMetric metric;
+      for (std::size_t i = 0; i < label_names_.size(); ++i) {
+        metric.label.push_back({label_names_[i], values[i]});
+      }
+      metric.gauge.value = count;
+      family.metric.push_back(std::move(metric));
+    }
+    return family;
+  }
+
+ private:
+  std::string name_;
+  std::string help_;
+  std::vector<std::string> label_names_;
+  std::map<std::vector<std::string>, double> counts_;
+};
+
+// A label value this code did not write must not be unbounded text: an UpperCamelCase reason.
+bool IsReason(std::string_view text) {
+  if (text.empty() || text.size() > 64) return false;
+  if (!std::isalpha(static_cast<unsigned char>(text.front()))) return false;
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+}
+
+// A node check id as the probe writes it (kebab-case).
+bool IsCheckId(std::string_view text) {
+  if (text.empty() || text.size() > 63) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool IsCheckStatus(std::string_view status) {
+  return status == "Pass" || status == "Warn" || status == "Fail" || status == "Skip";
+}
+
+// The most checks one node's series may have: a NodeValidation written by hand cannot make more.
+constexpr std::size_t kMaxChecksPerNode = 64;
+
+const Json* ChecksOf(const Json& validation) {
+  const auto status = validation.find("status");
+  if (status == validation.end() || !status->is_object()) return nullptr;
+  const auto checks = status->find("checks");
+  return checks != status->end() && checks->is_array() ? &*checks : nullptr;
+}
+
+constexpr std::string_view kKueueStates[] = {"Pending", "Ready", "Rejected", "Retry"};
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
+  std::vector<prometheus::MetricFamily> families;
+  if (active_ && !active_()) return families;
+  for (const StateFamilies& build : builders_) build(families);
+  return families;
+}
+
+prometheus::MetricFamily HeldJobsFamily(
+    const std::map<core::WorkloadKind, std::vector<kube::CachedObject>>& jobs) {
+  Tally held("ncclguard_gate_held_jobs",
+             "Jobs the gate holds now (ncclguard.io/gate=pending), by namespace, kind and the "
+             "reason of their NcclPreflight=False condition (Pending: not judged yet).",
+             {"kind", "namespace", "reason"});
+  for (const auto& [kind, objects] : jobs) {
+    const std::string kind_name(core::KindInfoOf(kind).kind_name);
+    for (const kube::CachedObject& job : objects) {
+      if (!job || !job->is_object() || !controllers::GatePending(*job)) continue;
+      std::string reason = "Pending";
+      const auto preflight = controllers::FindCondition(*job, core::kPreflightCondition);
+      if (preflight && preflight->status == "False") {
+        reason = IsReason(preflight->reason) ? preflight->reason : "Unknown";
+      }
+      held.Add({kind_name, controllers::Meta(*job, "namespace"), std::move(reason)});
+    }
+  }
+  return held.Family();
+}
+
+prometheus::MetricFamily NodeCheckStatusFamily(const std::vector<kube::CachedObject>& validations) {
+  Tally checks("ncclguard_node_check_status",
+               "1 for each node check of each NodeValidation, labelled with its current status "
+               "(Pass, Warn, Fail, Skip).",
+               {"check", "node", "status"});
+  for (const kube::CachedObject& validation : validations) {
+    if (!validation || !validation->is_object()) continue;
+    const std::string node = controllers::Meta(*validation, "name");
+    const Json* list = ChecksOf(*validation);
+    if (node.empty() || list == nullptr) continue;
+    std::set<std::string, std::less<>> seen;
+    for (const Json& check : *list) {
+      if (!check.is_object() || seen.size() >= kMaxChecksPerNode) continue;
+      std::string id = controllers::StringField(check, "id");
+      std::string status = controllers::StringField(check, "status");
+      if (!IsCheckId(id) || !IsCheckStatus(status) || seen.contains(id)) continue;
+      seen.insert(id);
+      checks.Add({std::move(id), node, std::move(status)});
+    }
+  }
+  return checks.Family();
+}
+
+prometheus::MetricFamily NodesFamily(const std::vector<kube::CachedObject>& nodes,
+                                     const std::vector<kube::CachedObject>& validations,
+                                     const core::Policy& policy) {
+  Tally tally("ncclguard_nodes",
+              "Nodes of the catalog's instance types by validation state (validated, failed, "
+              "unvalidated, cordoned, unhealthy).",
+              {"instance_type", "state"});
+  std::map<std::string, const Json*, std::less<>> by_name;
+  for (const kube::CachedObject& validation : validations) {
+    if (validation && validation->is_object()) {
+      by_name.emplace(controllers::Meta(*validation, "name"), validation.get());
+    }
+  }
+  for (const kube::CachedObject& node : nodes) {
+    if (!node || !node->is_object()) continue;
+    const auto label = controllers::Label(*node, core::kInstanceTypeLabel);
+    if (!label) continue;
+    const core::InstanceType* type = policy.FindInstanceType(*label);
+    if (type == nullptr) continue;  // not a GPU type the catalog knows: nothing to validate
+    const auto validation = by_name.find(controllers::Meta(*node, "name"));
+    const controllers::NodeStanding standing = controllers::StandingOf(
+        *node, validation != by_name.end() ? validation->second : nullptr, policy, false);
+    tally.Add({type->name, std::string(controllers::NodeStandingName(standing))});
+  }
+  return tally.Family();
+}
+
+prometheus::MetricFamily KueueChecksFamily(const std::vector<kube::CachedObject>& workloads,
+                                           const std::vector<std::string>& checks) {
+  Tally tally("ncclguard_kueue_admission_checks",
+              "Entries of ncclguard's AdmissionChecks on Kueue Workloads, by state.", {"state"});
+  for (const std::string_view state : kKueueStates) tally.Add({std::string(state)}, 0);
+  for (const kube::CachedObject& workload : workloads) {
+    if (!workload || !workload->is_object()) continue;
+    const auto status = workload->find("status");
+    if (status == workload->end() || !status->is_object()) continue;
+    const auto entries = status->find("admissionChecks");
+    if (entries == status->end() || !entries->is_array()) continue;
+    for (const Json& entry : *entries) {
+      if (!entry.is_object()) continue;
+      const std::string name = controllers::StringField(entry, "name");
+      if (std::find(checks.begin(), checks.end(), name) == checks.end()) continue;
+      const std::string state = controllers::StringField(entry, "state");
+      if (std::find(std::begin(kKueueStates), std::end(kKueueStates), state) !=
+          std::end(kKueueStates)) {
+        tally.Add({state});
+      }
+    }
+  }
+  return tally.Family();
+}
+
+}  // namespace ncclguard::manager
