@@ -284,6 +284,7 @@ void Informer::Run() {
   const auto restarted = [this](WatchRestart why) {
     if (!stop_.stopped()) client_->metrics().CountWatchRestart(options_.resource.resource, why);
   };
+  client_->metrics().WatchStarted(options_.resource.resource);
   while (!stop_.stopped()) {
     bool watching = false;
     try {

@@ -82,22 +82,28 @@ void Metrics::CountRequest(std::string_view method, long status) {
   series->Increment();
 }
 
-void Metrics::CountWatchRestart(std::string_view resource, WatchRestart reason) {
-  const std::string_view why = RestartReasonName(reason);
-  prometheus::Counter* series = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = restart_series_.find(std::pair{resource, why});
-    if (it == restart_series_.end()) {
-      it = restart_series_
-               .emplace(std::pair{std::string(resource), std::string(why)},
-                        &watch_restarts_.Add(
-                            {{"resource", std::string(resource)}, {"reason", std::string(why)}}))
-               .first;
-    }
-    series = it->second;
+prometheus::Counter& Metrics::RestartSeries(std::string_view resource, std::string_view why) {
+  std::lock_guard lock(mutex_);
+  auto it = restart_series_.find(std::pair{resource, why});
+  if (it == restart_series_.end()) {
+    it = restart_series_
+             .emplace(std::pair{std::string(resource), std::string(why)},
+                      &watch_restarts_.Add(
+                          {{"resource", std::string(resource)}, {"reason", std::string(why)}}))
+             .first;
   }
-  series->Increment();
+  return *it->second;
+}
+
+void Metrics::CountWatchRestart(std::string_view resource, WatchRestart reason) {
+  RestartSeries(resource, RestartReasonName(reason)).Increment();
+}
+
+void Metrics::WatchStarted(std::string_view resource) {
+  for (WatchRestart reason :
+       {WatchRestart::kClosed, WatchRestart::kExpired, WatchRestart::kError}) {
+    RestartSeries(resource, RestartReasonName(reason));
+  }
 }
 
 WorkQueueMetrics Metrics::Queue(const std::string& name) {

@@ -50,12 +50,17 @@ class Metrics {
   void CountRequest(std::string_view method, long status);
   // An informer's watch of `resource` (the plural) started again after it ended.
   void CountWatchRestart(std::string_view resource, WatchRestart reason);
+  // An informer of `resource` runs: its restart series exist from 0 (a rate() and the docs'
+  // "every family has series" need them before the first restart).
+  void WatchStarted(std::string_view resource);
   // The series of the work queue `name` (the controller's name).
   WorkQueueMetrics Queue(const std::string& name);
   // ncclguard_leader_election_master_status of the lease `name`: 1 while this replica holds it.
   prometheus::Gauge& LeaderStatus(const std::string& name);
 
  private:
+  prometheus::Counter& RestartSeries(std::string_view resource, std::string_view why);
+
   // Ordered by the views of both members, so a lookup with string_views allocates nothing.
   struct PairLess {
     using is_transparent = void;

@@ -1,5 +1,6 @@
 #include "webhook/metrics.h"
 
+#include "core/rule.h"
 #include "metrics/registry.h"
 
 namespace ncclguard::webhook {
@@ -50,6 +51,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                                     "Policy file reloads after the file changed, by result.")) {
   // The series an alert or a rate() reads start at 0 rather than missing until the first event.
   for (const char* endpoint : {"mutate", "validate"}) InternalErrorSeries(endpoint);
+  // Denials by rule, every rule from 0: a rule's first denial is then an increase that rate()
+  // sees (a series born at 1 shows none). One series a rule; fixes and warnings appear as made.
+  for (const core::Rule* rule : core::RuleRegistry::All()) {
+    FindingSeries(rule->Info().id, core::LevelName(core::Level::Deny));
+  }
   for (const char* result : {"success", "failure"}) {
     certificate_reloads_.Add({{"result", result}});
     policy_reloads_.Add({{"result", result}});

@@ -46,6 +46,18 @@ TEST(KubeMetrics, WatchRestartsAreCountedByResourceAndReason) {
       Has(text, R"(ncclguard_watch_restarts_total{reason="error",resource="nodevalidations"} 1)"));
 }
 
+TEST(KubeMetrics, AStartedWatchHasItsRestartSeriesFromZero) {
+  prometheus::Registry registry;
+  Metrics metrics(registry);
+  metrics.WatchStarted("pods");
+  metrics.WatchStarted("pods");  // a second informer of the same resource: the same series
+  metrics.CountWatchRestart("pods", WatchRestart::kClosed);
+  const std::string text = metrics::Render(registry);
+  EXPECT_TRUE(Has(text, R"(ncclguard_watch_restarts_total{reason="closed",resource="pods"} 1)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_watch_restarts_total{reason="expired",resource="pods"} 0)"));
+  EXPECT_TRUE(Has(text, R"(ncclguard_watch_restarts_total{reason="error",resource="pods"} 0)"));
+}
+
 TEST(KubeMetrics, AWorkQueueReportsDepthAddsRetriesAndWaits) {
   prometheus::Registry registry;
   Metrics metrics(registry);

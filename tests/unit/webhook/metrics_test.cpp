@@ -71,6 +71,12 @@ TEST(Metrics, TheSeriesAlertsReadStartAtZero) {
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_internal_errors_total{endpoint="validate"} 0)"));
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_certificate_reloads_total{result="failure"} 0)"));
   EXPECT_TRUE(Has(text, R"(ncclguard_webhook_policy_reloads_total{result="success"} 0)"));
+  // Every rule's denials, and only denials: fixes and warnings appear when made.
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"} 0)"));
+  EXPECT_TRUE(Has(
+      text, R"(ncclguard_webhook_findings_total{level="deny",rule="efa-resources-missing"} 0)"));
+  EXPECT_EQ(text.find(R"(level="fix")"), std::string::npos);
 }
 
 TEST(Metrics, LabelValuesAreEscaped) {
