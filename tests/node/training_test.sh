@@ -44,10 +44,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${NCCLGUARD_BUILD_DIR:-$root/build}"
 # shellcheck source=lib.sh
 source "$root/tests/node/lib.sh"
+# shellcheck source=prometheus.sh
+source "$root/tests/node/prometheus.sh"
 require_node_host training-operator.v1
 start_work training-test
 
-cleanup() { stop_node $?; }
+cleanup() {
+  local rc=$?
+  stop_prometheus || true
+  stop_node "$rc"
+}
 trap cleanup EXIT
 trap 'echo "FAIL: training_tests stopped at line $LINENO: $BASH_COMMAND"' ERR
 
@@ -89,6 +95,20 @@ if ! helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace
   cat "$work/helm.log"; echo "FAIL: helm install"; exit 1
 fi
 pass "helm install ncclguard (probe off: the node is not validated yet)"
+# The real Prometheus, finding the chart's pods by their prometheus.io annotations and evaluating
+# the chart's alerting rules (scripts/render-rules.sh: the PrometheusRule's groups), their
+# controller selector naming this scrape job.
+mkdir -p "$work/prometheus"
+"$root/scripts/render-rules.sh" --namespace "$ns" \
+  --set-string 'metrics.prometheusRule.controllerSelector=job="ncclguard"\,component="controller"' \
+  >"$work/prometheus/rules.yaml"
+start_prometheus "$ns" "$work/prometheus/rules.yaml" || exit 1
+controller_targets() { [[ "$(prom_scalar 'count(up{component="controller"} == 1)')" == 2 ]]; }
+if eventually 60 controller_targets; then
+  pass "Prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}') (in the node's network namespace) scrapes both controller replicas: $(prom_query 'up{component="controller"}' | tr '\n' ' ')"
+else
+  fail "Prometheus' controller targets: $(prom_get /api/v1/targets 2>&1 | head -c 2000)"
+fi
 k create namespace team >/dev/null
 k label namespace team ncclguard.io/enabled=true >/dev/null
 observed() { # TYPE: "gpus efaDevices nodes" the controller published for it
@@ -249,11 +269,26 @@ if eventually 60 held job allreduce && [[ -z "$(job_pods)" ]]; then
 else
   fail "gate: Job allreduce not held: '$(preflight job allreduce)', pods: $(job_pods)"
 fi
+held_jobs='max(ncclguard_gate_held_jobs{namespace="team",kind="Job"})'
+held_is() { [[ "$(prom_scalar "$held_jobs")" == "$1" ]]; }
+if eventually 30 held_is 1; then
+  pass "metrics: the held Job counted while held: $(prom_query 'ncclguard_gate_held_jobs' | tr '\n' ' ')"
+else
+  fail "metrics: $held_jobs is '$(prom_scalar "$held_jobs")' while Job allreduce is held"
+fi
 probe_checks "$passing_checks" true
 if eventually 60 released job allreduce; then
   pass "released once the node validated: Job allreduce NcclPreflight=True ValidatedNodesAvailable"
 else
   fail "Job allreduce not released: '$(preflight job allreduce)'"
+fi
+held_gone() { [[ "$(prom_scalar "$held_jobs")" =~ ^0?$ ]]; }
+releases='sum(ncclguard_gate_releases_total{kind="Job"})'
+waits='sum(ncclguard_gate_hold_duration_seconds_count{kind="Job"})'
+if eventually 30 held_gone && eventually 30 prom_has "$releases >= 1" && eventually 30 prom_has "$waits >= 1"; then
+  pass "metrics: after the release no held Job counted; releases $(prom_scalar "$releases"), hold durations observed $(prom_scalar "$waits") (sum $(prom_scalar 'sum(ncclguard_gate_hold_duration_seconds_sum{kind="Job"})') s)"
+else
+  fail "metrics after the release: held '$(prom_scalar "$held_jobs")', releases '$(prom_scalar "$releases")', hold durations '$(prom_scalar "$waits")'"
 fi
 two_pods_bound() {
   [[ "$(k -n team get pods -l batch.kubernetes.io/job-name=allreduce -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')" == "$NODE_NAME $NODE_NAME " ]]
@@ -311,6 +346,22 @@ if [[ "$(efa_check)" == "Fail expected 32 (p5.48xlarge)" ]]; then
   pass "probe on the ml.p5.48xlarge node: efa-device-count sized it from the catalog ($(efa_check); this host has no EFA device)"
 else
   fail "probe on the ml.p5.48xlarge node: efa-device-count '$(efa_check)'"
+fi
+node_fail="max(ncclguard_node_check_status{node=\"$NODE_NAME\",check=\"efa-device-count\",status=\"Fail\"})"
+probe_fail='max(ncclguard_probe_check_status{check="efa-device-count",status="Fail"})'
+node_pass="max(ncclguard_node_check_status{node=\"$NODE_NAME\",check=\"efa-device-count\",status=\"Pass\"})"
+fail_scraped() { [[ "$(prom_scalar "$node_fail")" == 1 && "$(prom_scalar "$probe_fail")" == 1 ]] && prom_none "$node_pass"; }
+if eventually 60 fail_scraped; then
+  pass "metrics: the failing node's check shows Fail, from the controller and from the probe pod: $(prom_query "ncclguard_node_check_status{status=\"Fail\"}" | tr '\n' ' ')"
+else
+  fail "metrics: controller '$(prom_scalar "$node_fail")', probe '$(prom_scalar "$probe_fail")' for the failing efa-device-count; Pass series: $(prom_query "$node_pass")"
+fi
+# The chart's alert for it, evaluated by the real Prometheus: pending (its `for` is 10 minutes).
+alert_pending() { prom_has 'ALERTS{alertname="NcclguardNodeCheckFailing",alertstate="pending",check="efa-device-count"}'; }
+if eventually 30 alert_pending; then
+  pass "alerts: NcclguardNodeCheckFailing pending for the failing check: $(prom_query 'ALERTS' | tr '\n' ' ')"
+else
+  fail "alerts: NcclguardNodeCheckFailing not pending; ALERTS: $(prom_query 'ALERTS' | tr '\n' ' '); rules: $(prom_get /api/v1/rules | head -c 1500)"
 fi
 k apply -f "$work/pytorchjob.yaml" >/dev/null
 if eventually 60 held pytorchjob llama; then
@@ -636,6 +687,88 @@ if [[ "$admitted_events" == 1 ]]; then
   pass "one Admitted Event on HyperPodPyTorchJob hp"
 else
   fail "$admitted_events Admitted Events on hp"
+fi
+
+# ---------------------------------------------------------------- metrics: everything the docs list (before test 7 moves the node out of the probe's instance types)
+# A denial as a user meets one (an NCCL_PROTO that NCCL does not know), counted by rule.
+cat >"$work/denied-pod.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: denied, namespace: team}
+spec:
+  restartPolicy: Never
+  nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
+  containers:
+    - name: train
+      image: $image
+      imagePullPolicy: Never
+      command: ["true"]
+      env: [{name: NCCL_PROTO, value: bogus}]
+      resources: {limits: {nvidia.com/gpu: 1, memory: 64Mi, cpu: 100m}}
+YAML
+denials='sum(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"})'
+if k apply -f "$work/denied-pod.yaml" >"$work/denied.txt" 2>&1; then
+  fail "a pod with NCCL_PROTO=bogus was admitted"
+elif grep -q 'nccl-proto-invalid' "$work/denied.txt" && eventually 30 prom_has "$denials >= 1"; then
+  pass "metrics: the webhook's denial counted by rule: $(prom_query "ncclguard_webhook_findings_total{level=\"deny\"} > 0" | tr '\n' ' ')"
+else
+  fail "denial: $(cat "$work/denied.txt"); $denials is '$(prom_scalar "$denials")'"
+fi
+# Every family docs/operator.md's "Metrics" tables list, as the real Prometheus scraped it from
+# the chart's pods at some time during the tests above (a held job's gauge is gone by now); a
+# histogram by its _count. The families this test has
+# no event for are named here with the test that has one.
+declare -A not_here=(
+  [ncclguard_kueue_admission_checks]="Kueue is not installed here (kueue_tests)"
+)
+documented="$(awk '/^## Metrics/ {on = 1; next} /^## / {on = 0} on' "$root/docs/operator.md" |
+  grep -o '^| `ncclguard_[a-z_]*` | [a-z]*' | sed 's/^| `\([a-z_]*\)` | \([a-z]*\)$/\1 \2/')"
+missing=() present=0
+while read -r name type; do
+  [[ -n "$name" && -z "${not_here[$name]:-}" ]] || continue
+  series="$name"
+  [[ "$type" != histogram ]] || series="${name}_count"
+  if prom_has "present_over_time(${series}[1h])"; then present=$((present + 1)); else missing+=("$name"); fi
+done <<<"$documented"
+if ((present > 20 && ${#missing[@]} == 0)); then
+  pass "metrics: all $present families docs/operator.md lists have series in Prometheus (not here: ${!not_here[*]})"
+else
+  fail "metrics: ${#missing[@]} documented families without a series: ${missing[*]} ($present present)"
+fi
+# Sane values: one leader among the replicas, the webhook's admissions counted, no API errors.
+leaders="$(prom_scalar 'sum(ncclguard_leader_election_master_status)')"
+admissions="$(prom_scalar 'sum(ncclguard_webhook_requests_total{endpoint=~"mutate|validate"})')"
+if [[ "$leaders" == 1 && "$admissions" =~ ^[0-9]+$ ]] && ((admissions > 0)); then
+  pass "metrics: 1 leader of 2 replicas; $admissions admissions answered; reconciles by result: $(prom_query 'sum by (result) (ncclguard_controller_reconcile_total)' | tr '\n' ' ')"
+else
+  fail "metrics: leaders '$leaders', admissions '$admissions'"
+fi
+
+# Healthy otherwise: no controller, leader or webhook alert, and every rule evaluated cleanly.
+rule_health="$(prom_get /api/v1/rules | python3 -c '
+import json, sys
+groups = json.load(sys.stdin)["data"]["groups"]
+rules = [r for g in groups for r in g["rules"]]
+bad = [r["name"] + ": " + r.get("lastError", "") for r in rules if r.get("health") != "ok"]
+print(len(rules), "; ".join(bad))')"
+loud="$(prom_query 'ALERTS{alertname=~"NcclguardControllerDown|NcclguardNoLeader|NcclguardWebhookUnavailable|NcclguardWebhookInternalErrors"}')"
+if [[ "$rule_health" =~ ^[0-9]+\ $ && -z "$loud" ]]; then
+  pass "alerts: all ${rule_health% } rules evaluate cleanly on the real series; no controller, leader or webhook alert"
+else
+  fail "alerts: rules '$rule_health'; active: $loud"
+fi
+# The picture: every dashboard panel's query run against this Prometheus, drawn into one PNG
+# (kept in NCCLGUARD_NODE_TEST_KEEP when set). Empty allowed: Kueue (not installed here) and the
+# failing nodes now (the node passes again by now).
+picture="${NCCLGUARD_NODE_TEST_KEEP:-$work}/ncclguard-dashboard.png"
+mkdir -p "$(dirname "$picture")"
+if "$root/scripts/node.sh" exec python3 "$root/scripts/render-dashboard.py" --prometheus "$prometheus_url" \
+  --range "$((SECONDS - begin + 60))s" --step 5s --rate-interval 10s --out "$picture" --report "$work/panels.json" \
+  --require-data --allow-empty '^(Kueue admission checks|Failing nodes by check)$' >"$work/render.log" 2>&1 &&
+  [[ -s "$picture" ]]; then
+  pass "dashboard: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sum(1 for v in r.values() if v), "of", len(r), "panels with series")' "$work/panels.json") from the real Prometheus, drawn into $picture ($(stat -c %s "$picture") bytes)"
+else
+  fail "dashboard: $(tail -n 30 "$work/render.log")"
 fi
 
 # ---------------------------------------------------------------- 7. an instance type in no catalog
