@@ -17,6 +17,8 @@
 #include <string_view>
 #include <utility>
 
+#include "metrics/registry.h"
+
 namespace ncclguard::kube {
 
 // The series of one work queue (label `name`); a null pointer records nothing.
@@ -61,24 +63,6 @@ class Metrics {
  private:
   prometheus::Counter& RestartSeries(std::string_view resource, std::string_view why);
 
-  // Ordered by the views of both members, so a lookup with string_views allocates nothing.
-  struct PairLess {
-    using is_transparent = void;
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      using Views = std::pair<std::string_view, std::string_view>;
-      return Views(a.first, a.second) < Views(b.first, b.second);
-    }
-  };
-  struct RequestLess {
-    using is_transparent = void;
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      using View = std::pair<std::string_view, long>;
-      return View(a.first, a.second) < View(b.first, b.second);
-    }
-  };
-
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& watch_restarts_;
   prometheus::Family<prometheus::Gauge>& queue_depth_;
@@ -89,8 +73,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& leader_status_;
 
   std::mutex mutex_;  // the caches below
-  std::map<std::pair<std::string, long>, prometheus::Counter*, RequestLess> request_series_;
-  std::map<std::pair<std::string, std::string>, prometheus::Counter*, PairLess> restart_series_;
+  std::map<std::pair<std::string, long>, prometheus::Counter*, metrics::ViewPairLess<long>>
+      request_series_;
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*, metrics::ViewPairLess<>>
+      restart_series_;
 };
 
 }  // namespace ncclguard::kube

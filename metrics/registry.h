@@ -9,6 +9,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ncclguard::metrics {
 
@@ -39,6 +40,18 @@ class CollectorRegistration {
 
 // The Content-Type of Render's text.
 inline constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+// Orders std::pair<std::string, ...> keys as (string_view, Second), so that a map from label
+// values to a series is searched with views: the hot paths build no string on a lookup.
+template <typename Second = std::string_view>
+struct ViewPairLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    using View = std::pair<std::string_view, Second>;
+    return View(a.first, a.second) < View(b.first, b.second);
+  }
+};
 
 // `count` bucket bounds start, start*factor, start*factor^2 ... (Prometheus' ExponentialBuckets).
 prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start, double factor, int count);

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/finding.h"
+#include "metrics/registry.h"
 
 namespace ncclguard::webhook {
 
@@ -50,16 +51,8 @@ class Metrics {
  private:
   // The series of a label pair, found without allocating once made: prometheus-cpp's Add
   // builds a std::map of labels and hashes it on every call, too slow for each admission.
-  struct PairLess {
-    using is_transparent = void;
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      using Views = std::pair<std::string_view, std::string_view>;
-      return Views(a.first, a.second) < Views(b.first, b.second);
-    }
-  };
   template <typename T>
-  using SeriesCache = std::map<std::pair<std::string, std::string>, T*, PairLess>;
+  using SeriesCache = std::map<std::pair<std::string, std::string>, T*, metrics::ViewPairLess<>>;
 
   prometheus::Counter& RequestSeries(std::string_view endpoint, std::string_view result);
   prometheus::Histogram& LatencySeries(std::string_view endpoint);

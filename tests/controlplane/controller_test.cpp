@@ -25,6 +25,7 @@
 #include "manifests.h"
 #include "metrics/registry.h"
 #include "test_kube_client.h"
+#include "tests/metrics_sample.h"
 
 namespace ncclguard::testenv {
 namespace {
@@ -63,16 +64,7 @@ class RunningController {
 // The value of the sample `series` in this process's metrics (the in-process controller's,
 // metrics::Global(), as `ncclguard controller --metrics-listen` serves them); nullopt when absent.
 std::optional<double> Metric(const std::string& series) {
-  const std::string text = metrics::Render();
-  const std::string prefix = series + " ";
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    if (text.compare(at, prefix.size(), prefix) == 0) {
-      return std::stod(text.substr(at + prefix.size(), end - at - prefix.size()));
-    }
-    at = end + 1;
-  }
-  return std::nullopt;
+  return ncclguard::testing::MetricSample(metrics::Render(), series);
 }
 
 double MetricOr0(const std::string& series) { return Metric(series).value_or(0); }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/metrics_sample.h"
 
 #include <algorithm>
 #include <atomic>
@@ -112,15 +113,7 @@ std::string HttpBody(const std::string& url) {
 
 // The value of the sample `series` in a metrics exposition (-1 when absent).
 double Sample(const std::string& text, const std::string& series) {
-  const std::string prefix = series + " ";
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = std::min(text.find('\n', at), text.size());
-    if (text.compare(at, prefix.size(), prefix) == 0) {
-      return std::stod(text.substr(at + prefix.size(), end - at - prefix.size()));
-    }
-    at = end + 1;
-  }
-  return -1;
+  return ncclguard::testing::MetricSample(text, series).value_or(-1);
 }
 
 long HttpStatus(const std::string& url) {

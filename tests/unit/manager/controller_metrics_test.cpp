@@ -20,6 +20,7 @@
 #include "manager/controller.h"
 #include "manager/metrics.h"
 #include "metrics/registry.h"
+#include "tests/metrics_sample.h"
 
 namespace ncclguard::test {
 namespace {
@@ -109,15 +110,7 @@ CannedAnswer StatusAnswer(int code, const std::string& reason) {
 
 // The value of the sample line `series` in the exposition (-1 when absent).
 double Sample(const std::string& text, const std::string& series) {
-  const std::string prefix = series + " ";
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = text.find('\n', at);
-    const std::string line = text.substr(at, end == std::string::npos ? end : end - at);
-    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return -1;
+  return ncclguard::testing::MetricSample(text, series).value_or(-1);
 }
 
 bool Within(std::chrono::milliseconds limit, const std::function<bool()>& done) {
