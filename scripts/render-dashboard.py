@@ -196,7 +196,10 @@ def draw_matrix(out, path, panel, series, grouping):
             "set xtics (%s) rotate by 30 right font \",8\"" % ", ".join("%s %d" % (gp_string(c), i) for i, c in enumerate(columns)),
             "set ytics (%s) font \",8\"" % ", ".join("%s %d" % (gp_string(r), i) for i, r in enumerate(rows)),
             'set label 2 "green Pass, yellow Warn, red Fail, grey Skip" at graph 0, graph 1.02 font ",7"',
-            "plot %s using 1:2:3 with image" % gp_string(path)]
+            # Boxes, not `with image`: an image needs a grid of 2 x 2 at least, and a one-node
+            # cluster has one row.
+            "plot %s using 1:2:(0.5):(0.5):3 with boxxyerror fillcolor palette fillstyle solid noborder"
+            % gp_string(path)]
 
 
 def render(panels, results, window, picture, title, work):
