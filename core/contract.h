@@ -18,6 +18,10 @@ inline constexpr std::string_view kApiVersion =
 // Namespace opt-in: the webhook configurations' namespaceSelector; the controllers ignore other
 // namespaces.
 inline constexpr std::string_view kEnabledNamespaceLabel = "ncclguard.io/enabled";
+// On a namespace: "audit" or "enforce", overriding the NcclPolicy's spec.mode there (core::ModeIn).
+// The webhook configurations route audit namespaces to /validate/audit, enforce ones to
+// /mutate/enforce and /validate/enforce.
+inline constexpr std::string_view kModeNamespaceLabel = "ncclguard.io/mode";
 // A batch/v1 Job is managed only with this label set to "true".
 inline constexpr std::string_view kManagedJobLabel = "ncclguard.io/managed";
 // The gate: the webhook marks a managed job pending on CREATE, the controller admits it.
@@ -44,8 +48,11 @@ inline constexpr std::string_view kPreflightCheckController = "ncclguard.io/pref
 // The manager of ncclguard's entry in a TrainJob's spec.runtimePatches (core/trainjob.h).
 inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
 
+// The field manager of the PolicyReports the background audit applies (core/policy_report.h).
+inline constexpr std::string_view kPolicyReportManager = "ncclguard.io/audit";
+
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 13> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 15> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -57,7 +64,9 @@ inline constexpr std::array<std::string_view, 13> kContractNames{kApiVersion,
                                                                  kReportingController,
                                                                  kApiGroup,
                                                                  kPreflightCheckController,
-                                                                 kRuntimePatchManager};
+                                                                 kRuntimePatchManager,
+                                                                 kModeNamespaceLabel,
+                                                                 kPolicyReportManager};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

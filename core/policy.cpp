@@ -3,10 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <set>
 #include <unordered_map>
 
+#include "core/contract.h"
 #include "core/documents.h"
 #include "core/errors.h"
 #include "core/guide.h"
@@ -102,6 +104,34 @@ void Policy::Learn(const std::vector<ObservedInstanceType>& observed) {
   }
 }
 
+std::string_view ModeName(Mode mode) { return mode == Mode::Audit ? "audit" : "enforce"; }
+
+std::optional<Mode> ParseMode(std::string_view name) {
+  if (name == "enforce") return Mode::Enforce;
+  if (name == "audit") return Mode::Audit;
+  return std::nullopt;
+}
+
+Mode ModeIn(const Policy& policy, const Json* namespace_labels) {
+  if (namespace_labels == nullptr || !namespace_labels->is_object()) return policy.mode;
+  const auto label = namespace_labels->find(std::string(kModeNamespaceLabel));
+  if (label == namespace_labels->end() || !label->is_string()) return policy.mode;
+  return ParseMode(label->get<std::string>()).value_or(policy.mode);
+}
+
+bool AuditPolicy::Audits(std::string_view namespace_, std::string_view own_namespace) const {
+  static constexpr std::array<std::string_view, 3> kSystem{"kube-system", "kube-public",
+                                                           "kube-node-lease"};
+  if (namespace_.empty() || namespace_ == own_namespace) return false;
+  if (std::find(kSystem.begin(), kSystem.end(), namespace_) != kSystem.end()) return false;
+  if (std::find(excluded_namespaces.begin(), excluded_namespaces.end(), namespace_) !=
+      excluded_namespaces.end()) {
+    return false;
+  }
+  return namespaces.empty() ||
+         std::find(namespaces.begin(), namespaces.end(), namespace_) != namespaces.end();
+}
+
 bool Policy::RuleEnabled(std::string_view rule_id) const {
   auto it = rules.find(rule_id);
   return it == rules.end() || it->second.enabled;
@@ -195,6 +225,36 @@ void ApplyInstanceTypes(const YAML::Node& list, Policy& policy) {
   }
 }
 
+std::vector<std::string> NamespaceList(const YAML::Node& list, const std::string& where) {
+  if (!list.IsSequence()) throw PolicyError(where + ": expected a list of namespace names");
+  if (list.size() > 1024) throw PolicyError(where + ": at most 1024 namespaces");
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    std::string name = Utf8String(list[i], at, "a namespace name");
+    if (name.empty() || name.size() > 63) throw PolicyError(at + ": not a namespace name");
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+void ApplyAudit(const YAML::Node& map, AuditPolicy& audit) {
+  RequireMap(map, "spec.audit");
+  CheckKeys(map, "spec.audit", {"namespaces", "excludedNamespaces", "intervalSeconds"});
+  if (map["namespaces"]) audit.namespaces = NamespaceList(map["namespaces"], "spec.audit.namespaces");
+  if (map["excludedNamespaces"]) {
+    audit.excluded_namespaces =
+        NamespaceList(map["excludedNamespaces"], "spec.audit.excludedNamespaces");
+  }
+  if (map["intervalSeconds"]) {
+    audit.interval_seconds =
+        Scalar<int>(map["intervalSeconds"], "spec.audit.intervalSeconds", "an integer");
+    if (audit.interval_seconds < 60 || audit.interval_seconds > 86400) {
+      throw PolicyError("spec.audit.intervalSeconds: must be between 60 and 86400");
+    }
+  }
+}
+
 void ApplyRules(const YAML::Node& map, Policy& policy) {
   RequireMap(map, "spec.rules");
   for (const auto& entry : map) {
@@ -255,7 +315,7 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
   }
   CheckKeys(spec, "spec",
             {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType",
-             "instanceTypes", "rules", "gate", "rendezvousPort"});
+             "instanceTypes", "rules", "gate", "rendezvousPort", "mode", "audit"});
   Policy policy = base;
   try {
     if (spec["guideBaseURL"]) {
@@ -274,6 +334,13 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
       policy.default_instance_type = name.empty() ? std::nullopt : std::optional<std::string>(name);
     }
     if (spec["rules"]) ApplyRules(spec["rules"], policy);
+    if (spec["mode"]) {
+      const std::string mode = Utf8String(spec["mode"], "spec.mode", "enforce or audit");
+      const std::optional<Mode> parsed = ParseMode(mode);
+      if (!parsed) throw PolicyError("spec.mode: expected enforce or audit, got \"" + mode + "\"");
+      policy.mode = *parsed;
+    }
+    if (spec["audit"]) ApplyAudit(spec["audit"], policy.audit);
     if (spec["gate"]) {
       const YAML::Node gate = RequireMap(spec["gate"], "spec.gate");
       CheckKeys(gate, "spec.gate",

@@ -55,6 +55,14 @@ struct ObservedInstanceType {
 };
 inline constexpr std::size_t kMaxObservedNodeNames = 10;
 
+// What the admission webhook and the gate do with what the rules find (docs/operator.md, "Audit
+// mode"): enforce fixes, denies and holds; audit changes, denies and holds nothing, and says
+// what it would have done (admission warnings, PolicyReports, the job's conditions).
+enum class Mode { Enforce, Audit };
+
+std::string_view ModeName(Mode mode);
+std::optional<Mode> ParseMode(std::string_view name);
+
 struct RuleOverride {
   bool enabled = true;
   std::optional<Level> level;
@@ -76,6 +84,19 @@ struct GatePolicy {
   HyperPodHealthPolicy hyperpod;
 };
 
+// Where the controller's background audit looks (core/audit.h, docs/operator.md "Audit").
+struct AuditPolicy {
+  // Empty: every namespace but the excluded ones.
+  std::vector<std::string> namespaces;
+  // Never audited, besides kube-system, kube-public, kube-node-lease and ncclguard's own.
+  std::vector<std::string> excluded_namespaces;
+  // How often everything is evaluated again, besides on start, on change and on policy change.
+  int interval_seconds = 600;
+
+  // Whether the background audit looks at `namespace_`; `own_namespace` is ncclguard's.
+  bool Audits(std::string_view namespace_, std::string_view own_namespace = "") const;
+};
+
 // What ncclguard enforces. Built-in defaults match docs/rules.md; a YAML file (an NcclPolicy object
 // or its bare spec) overrides them.
 struct Policy {
@@ -87,6 +108,9 @@ struct Policy {
   std::map<std::string, RuleOverride, std::less<>> rules;
   GatePolicy gate;
   int rendezvous_port = 29500;
+  // The cluster's mode; a namespace's ncclguard.io/mode label overrides it (ModeIn).
+  Mode mode = Mode::Enforce;
+  AuditPolicy audit;
 
   static Policy Defaults();
 
@@ -99,6 +123,10 @@ struct Policy {
   // The level the rule reports at: its own action unless the policy overrides it.
   Level EffectiveLevel(std::string_view rule_id, Level rule_action) const;
 };
+
+// The mode in force in a namespace whose labels are `namespace_labels` (null or not an object:
+// none): its ncclguard.io/mode label when that names a mode, else the policy's.
+Mode ModeIn(const Policy& policy, const Json* namespace_labels);
 
 // Applies the overrides in `yaml_text` on top of `base`; empty text, comments only or null has
 // none. Throws PolicyError naming the field, or the line for text that the manifest reader
