@@ -73,10 +73,9 @@ std::optional<ObjectAudit> AuditObject(const Json& object, const Policy& policy,
 
   ObjectAudit audit;
   audit.object = ObjectRef::From(object);
-  Evaluation evaluation = Evaluate(object, *workload, policy, {.pod_rules = true,
-                                                               .job_rules = !pod,
-                                                               .check_rules = true,
-                                                               .runtimes = runtimes});
+  Evaluation evaluation =
+      Evaluate(object, *workload, policy,
+               {.pod_rules = true, .job_rules = !pod, .check_rules = true, .runtimes = runtimes});
   for (Finding& finding : evaluation.findings) {
     AuditFinding audited;
     audited.result = ResultOf(finding, pod);

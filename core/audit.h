@@ -28,7 +28,7 @@ struct AuditFinding {
 };
 
 struct ObjectAudit {
-  ObjectRef object;  // apiVersion, kind, namespace, name, uid
+  ObjectRef object;                    // apiVersion, kind, namespace, name, uid
   std::vector<AuditFinding> findings;  // empty: the object passes
 
   AuditResult Result() const;  // the worst of its findings; Pass when none

@@ -241,7 +241,8 @@ std::vector<std::string> NamespaceList(const YAML::Node& list, const std::string
 void ApplyAudit(const YAML::Node& map, AuditPolicy& audit) {
   RequireMap(map, "spec.audit");
   CheckKeys(map, "spec.audit", {"namespaces", "excludedNamespaces", "intervalSeconds"});
-  if (map["namespaces"]) audit.namespaces = NamespaceList(map["namespaces"], "spec.audit.namespaces");
+  if (map["namespaces"])
+    audit.namespaces = NamespaceList(map["namespaces"], "spec.audit.namespaces");
   if (map["excludedNamespaces"]) {
     audit.excluded_namespaces =
         NamespaceList(map["excludedNamespaces"], "spec.audit.excludedNamespaces");

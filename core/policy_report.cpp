@@ -48,8 +48,7 @@ Json PolicyReportResult(const ObjectAudit& audit, const AuditFinding* finding) {
   result["result"] = AuditResultName(finding->result);
   result["severity"] = finding->severity;
   result["message"] = finding->finding.message;
-  Json properties{{"guide", finding->finding.guide},
-                  {"action", LevelName(finding->finding.level)}};
+  Json properties{{"guide", finding->finding.guide}, {"action", LevelName(finding->finding.level)}};
   if (!finding->finding.path.empty()) properties["path"] = finding->finding.path;
   result["properties"] = std::move(properties);
   return result;

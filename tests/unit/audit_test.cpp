@@ -56,8 +56,7 @@ TEST(Audit, APodMissingAFixFailsSinceNothingFixesARunningPod) {
 }
 
 TEST(Audit, AJobsFixesWarnSinceItsPodsAreFixedWhenCreatedAndItsDenialsFail) {
-  const auto audit =
-      core::AuditObject(Example("pytorchjob-denied.yaml"), core::Policy::Defaults());
+  const auto audit = core::AuditObject(Example("pytorchjob-denied.yaml"), core::Policy::Defaults());
   ASSERT_TRUE(audit.has_value());
   bool denied = false;
   for (const auto& finding : audit->findings) {
@@ -82,9 +81,12 @@ spec: {containers: [{name: web, image: nginx}]}
 )");
   EXPECT_FALSE(core::AuditObject(web, core::Policy::Defaults()).has_value());
   core::Json child = Example("indexed-job-p5.yaml");
-  child["metadata"]["ownerReferences"] = core::Json::array(
-      {{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"}, {"name", "js"},
-        {"uid", "u"}, {"controller", true}}});
+  child["metadata"]["ownerReferences"] =
+      core::Json::array({{{"apiVersion", "jobset.x-k8s.io/v1alpha2"},
+                          {"kind", "JobSet"},
+                          {"name", "js"},
+                          {"uid", "u"},
+                          {"controller", true}}});
   EXPECT_FALSE(core::AuditObject(child, core::Policy::Defaults()).has_value());
   EXPECT_TRUE(core::AuditObject(Example("indexed-job-p5.yaml"), core::Policy::Defaults()));
   EXPECT_FALSE(core::AuditObject(core::Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}},
