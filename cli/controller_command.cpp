@@ -151,8 +151,10 @@ void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
 void AddOptionalControllerFlags(CLI::App* command, ControllerOptions& options) {
   for (const manager::ControllerModule* module : manager::ControllerModules()) {
     if (module->flag.empty()) continue;
-    command->add_flag("--" + module->flag, options.optional_controllers[module->flag],
-                      module->summary);
+    bool& enabled = options.optional_controllers[module->flag];
+    enabled = module->flag_default;
+    CLI::Option* flag = command->add_flag("--" + module->flag, enabled, module->summary);
+    if (module->flag_default) flag->capture_default_str();
   }
 }
 std::set<std::string> EnabledOptionalControllers(const ControllerOptions& options) {

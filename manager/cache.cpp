@@ -25,8 +25,15 @@ std::string Key(const kube::ResourceRef& resource) {
   return all.CollectionPath();
 }
 
-// Into `into`, what `from` has that `into` lacks (objects key by key).
+// Into `into`, what `from` has that `into` lacks (objects key by key; two arrays of objects of
+// one length, as two projections keep of one list, entry by entry).
 void MergeInto(Json& into, const Json& from) {
+  if (into.is_array() && from.is_array() && into.size() == from.size()) {
+    for (std::size_t i = 0; i < into.size(); ++i) {
+      if (into[i].is_object() && from[i].is_object()) MergeInto(into[i], from[i]);
+    }
+    return;
+  }
   if (!into.is_object() || !from.is_object()) return;
   for (auto it = from.begin(); it != from.end(); ++it) {
     const auto found = into.find(it.key());

@@ -64,9 +64,9 @@ std::vector<Reads> ReadsOf(const ManagerOptions* options);
 // What the caches keep of `resource` when every controller reading it runs: the union of their
 // fields (null: whole objects). Throws std::out_of_range when no controller reads it.
 kube::Projection CachedFields(const kube::ResourceRef& resource);
-// The fields two projections keep together: objects merged key by key, the first one's value
-// where both keep a non-object (arrays included: two controllers keeping one array must keep
-// it alike). Null (whole objects) wins.
+// The fields two projections keep together: objects merged key by key, arrays of objects of one
+// length entry by entry (two controllers keeping different fields of each container), the first
+// one's value where both keep anything else. Null (whole objects) wins.
 kube::Projection UnionOf(std::vector<kube::Projection> projections);
 
 // The index names the view uses.

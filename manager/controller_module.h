@@ -99,6 +99,9 @@ struct ControllerModule {
   std::string summary;  // one line, for `ncclguard controller --help` and the docs
   // Empty: always on. Else `ncclguard controller --<flag>` turns it on (ManagerOptions::enable).
   std::string flag;
+  // The flag's default in `ncclguard controller`: true for a controller on unless
+  // --<flag>=false. ManagerOptions::enable alone decides for a manager built in code.
+  bool flag_default = false;
   std::vector<Reads> reads;
   std::vector<Access> access;
   std::function<void(ModuleContext& context)> install;

@@ -68,6 +68,15 @@ Metrics::Metrics(prometheus::Registry& registry)
                                   "Pod log reads by result (read, rate_limited, error).");
   log_reads_ = {&log_reads.Add({{"result", "read"}}), &log_reads.Add({{"result", "rate_limited"}}),
                 &log_reads.Add({{"result", "error"}})};
+  auto& report_writes =
+      CounterFamily(registry, "ncclguard_audit_report_writes_total",
+                    "PolicyReport writes of the background audit by operation (apply, delete).");
+  report_writes_ = {&report_writes.Add({{"operation", "apply"}}),
+                    &report_writes.Add({{"operation", "delete"}})};
+  audit_scan_ = &HistogramFamily(registry, "ncclguard_audit_scan_duration_seconds",
+                                 "Time to evaluate one namespace's workloads and write its "
+                                 "PolicyReports (the background audit).")
+                     .Add({}, ReconcileBuckets());
   for (const core::KindInfo& info : core::ManagedKinds()) {
     const prometheus::Labels kind{{"kind", std::string(info.kind_name)}};
     release_series_.emplace(info.kind, &releases_.Add(kind));
@@ -118,6 +127,12 @@ void Metrics::CountTransport(std::string_view transport) {
 void Metrics::CountLogRead(LogRead result) {
   log_reads_.at(static_cast<std::size_t>(result))->Increment();
 }
+
+void Metrics::CountReportWrite(ReportWrite operation) {
+  report_writes_.at(static_cast<std::size_t>(operation))->Increment();
+}
+
+void Metrics::ObserveAuditScan(double seconds) { audit_scan_->Observe(std::max(0.0, seconds)); }
 
 void Metrics::SetWebhookCaExpiry(std::int64_t unix_seconds) {
   // Made at the first value: no series (rather than 0, long expired) where no CA is managed.

@@ -33,6 +33,12 @@ enum class LogRead {
   kError,        // nothing came back (not started, gone, denied, the API server away)
 };
 
+// A write of the background audit (ncclguard_audit_report_writes_total{operation}).
+enum class ReportWrite {
+  kApply,   // a PolicyReport applied (created or changed)
+  kDelete,  // a namespace's report no longer needed
+};
+
 class Metrics {
  public:
   // Bounds of ncclguard_controller_reconcile_time_seconds: 1 ms to 60 s.
@@ -68,6 +74,9 @@ class Metrics {
   // A job's NcclTransport condition set or changed to `transport` (EFA, Socket, Unknown).
   void CountTransport(std::string_view transport);
   void CountLogRead(LogRead result);
+  void CountReportWrite(ReportWrite operation);
+  // One namespace evaluated and its reports written, in `seconds`.
+  void ObserveAuditScan(double seconds);
   // notAfter of the newest CA of the webhook's self-managed bundle, as a Unix time.
   void SetWebhookCaExpiry(std::int64_t unix_seconds);
 
@@ -87,6 +96,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& transports_;
   std::array<prometheus::Counter*, 3> log_reads_{};  // by LogRead
   prometheus::Family<prometheus::Gauge>& ca_expiry_;
+  std::array<prometheus::Counter*, 2> report_writes_{};  // by ReportWrite
+  prometheus::Histogram* audit_scan_ = nullptr;
 
   // Made up front for every managed kind, transport and registered diagnosis (each starts at
   // 0); read-only afterwards.

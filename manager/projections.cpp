@@ -172,6 +172,55 @@ kube::Projection PodProjection() {
   };
 }
 
+namespace {
+
+// Whether a container asks for nvidia.com/gpu (its limits, else its requests, as core/pod_spec.h
+// reads them); an unreadable count is kept, for the audit to say what is wrong with it.
+bool RequestsGpus(const Json& container) {
+  const Json* resources = Find(container, "resources");
+  if (resources == nullptr) return false;
+  const std::string gpu(core::kGpuResource);
+  for (const char* which : {"limits", "requests"}) {
+    const Json* list = Find(*resources, which);
+    const Json* count = list != nullptr ? Find(*list, gpu.c_str()) : nullptr;
+    if (count == nullptr) continue;
+    try {
+      return core::ParseCount(*count, core::JsonPointer()) > 0;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+kube::Projection AuditPodProjection() {
+  return [](const Json& object) {
+    Json out = Identity(object);
+    const Json* spec = Find(object, "spec");
+    const Json* containers = spec != nullptr ? Find(*spec, "containers") : nullptr;
+    if (containers == nullptr || !containers->is_array() ||
+        std::none_of(containers->begin(), containers->end(), RequestsGpus)) {
+      return out;
+    }
+    out["apiVersion"] = "v1";
+    out["kind"] = "Pod";
+    if (const Json* m = Find(object, "metadata")) {
+      for (const char* key : {"labels", "annotations", "ownerReferences"}) {
+        CopyIfPresent(*m, out["metadata"], key);
+      }
+    }
+    out["spec"] = *spec;
+    return out;
+  };
+}
+
+bool IsAuditedPod(const Json& pod) {
+  const Json* kind = Find(pod, "kind");
+  return kind != nullptr && *kind == "Pod";
+}
+
 kube::Projection ServiceProjection() {
   return kube::KeepFields({"/metadata/labels", "/metadata/annotations", "/metadata/ownerReferences",
                            "/spec/clusterIP", "/spec/publishNotReadyAddresses", "/spec/selector",

@@ -16,6 +16,12 @@ kube::Projection JobProjection(core::WorkloadKind kind);
 // A pod: the job labels, owner kinds, node, container states and PodScheduled=False conditions.
 // A pod of no managed kind keeps its identity only.
 kube::Projection PodProjection();
+// What the background audit reads of a pod (manager/audit_controller.h): for a pod with a GPU
+// container, apiVersion and kind (list items lack them), labels, annotations, owner references and
+// the whole spec, as core::AuditObject reads them; any other pod keeps its identity only.
+kube::Projection AuditPodProjection();
+// Whether `pod` as AuditPodProjection keeps it is one the audit reads (it has a GPU container).
+bool IsAuditedPod(const core::Json& pod);
 kube::Projection ServiceProjection();
 kube::Projection NodeProjection();
 // What the learned instance-type catalog reads of a Node: the device plugins' capacity counts

@@ -91,6 +91,7 @@ expect_in kueue-values "the AdmissionCheck" "controllerName: ncclguard.io/prefli
 expect_in kueue-values "the controller answers it" "--kueue-admission-check"
 expect_in kueue-values "RBAC on Kueue's Workload status" "resources: [workloads/status, admissionchecks/status]"
 expect_not_in default "no Kueue AdmissionCheck by default" "kueue.x-k8s.io"
+expect_in default "the background audit's PolicyReports" "--policy-reports=true"
 # Metrics (metrics.*): both processes serve /metrics on a named port; by default Prometheus finds
 # them by the prometheus.io annotations, with serviceMonitor.enabled by a ServiceMonitor (the
 # controller's metrics Service) and a PodMonitor (the probe pods) instead.
@@ -332,6 +333,9 @@ k apply --server-side -f "$training_operator/manifests/base/crds/kubeflow.org_py
 jobset=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
 k apply --server-side -f "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" >/dev/null
 for f in "$root"/tests/controlplane/crds/*.yaml; do k apply --server-side -f "$f" >/dev/null; done
+# The PolicyReport CRD (not the chart's: Kyverno's module publishes the working group's).
+kyverno=$("$root/scripts/controlplane.sh" source-dir "github.com/kyverno/kyverno@$KYVERNO_VERSION")
+k apply --server-side -f "$kyverno/config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml" >/dev/null
 # A CRD just created has no status yet, and kubectl wait refuses that at once: retry until it has.
 for _ in $(seq 60); do k wait --for=condition=Established --timeout=30s crd --all >/dev/null 2>&1 && break; sleep 0.5; done
 k wait --for=condition=Established --timeout=30s crd --all >/dev/null
@@ -349,6 +353,8 @@ for r in nodes namespaces; do for v in list watch; do can yes $c $v $r; done; do
 for v in list watch create patch; do can yes $c $v events.events.k8s.io team-opted-in; done
 for r in nodevalidations.ncclguard.io ncclpolicies.ncclguard.io; do for v in list watch; do can yes $c $v $r; done; done
 can yes $c patch ncclpolicies.ncclguard.io:status
+for v in get list watch create patch delete; do can yes $c $v policyreports.wgpolicyk8s.io team-opted-in; done
+can no $c update policyreports.wgpolicyk8s.io team-opted-in
 can no $c update ncclpolicies.ncclguard.io:status
 can yes $c get serviceaccounts/ncclguard-controller "$ns"
 for v in list watch update patch delete; do can no $c $v serviceaccounts "$ns"; done

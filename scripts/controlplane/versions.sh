@@ -25,3 +25,11 @@ TRAINING_OPERATOR_VERSION=v1.8.1
 # module (scripts/controlplane/jobset), on the same k8s.io/* and shared versions as components.
 JOBSET_VERSION=v0.11.1
 TRAINER_VERSION=v2.2.0
+# Modules whose files the tests only read (nothing built of them): left out of the build stamps'
+# hash (controlplane.sh module_hash), so pinning one rebuilds nothing.
+# The policy working group's PolicyReport CRD (wgpolicyk8s.io/v1alpha2), for the background
+# audit's tests: Kyverno's module publishes it (config/crds/policyreport); the working group's
+# own module (sigs.k8s.io/wg-policy-prototypes) is not served by the Go module proxy. Only its
+# source is read (`controlplane.sh source-dir`); nothing of Kyverno is built.
+KYVERNO_VERSION=v1.19.1
+# read-only modules end

@@ -145,6 +145,11 @@ std::string JobSetCrd() {
          "/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml";
 }
 
+std::string PolicyReportCrd() {
+  return PinnedModuleDir("github.com/kyverno/kyverno", "KYVERNO_VERSION") +
+         "/config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml";
+}
+
 std::vector<std::string> TrainerCrds() {
   const std::string crds = PinnedModuleDir("github.com/kubeflow/trainer/v2", "TRAINER_VERSION") +
                            "/manifests/base/crds/";

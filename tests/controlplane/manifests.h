@@ -34,6 +34,10 @@ std::string PinnedModuleDir(const std::string& module, const std::string& versio
 // JobSet's own CRD (config/components/crd/bases of sigs.k8s.io/jobset at JOBSET_VERSION).
 std::string JobSetCrd();
 
+// The policy working group's PolicyReport CRD (wgpolicyk8s.io/v1alpha2), as Kyverno's module
+// publishes it (config/crds/policyreport of github.com/kyverno/kyverno at KYVERNO_VERSION).
+std::string PolicyReportCrd();
+
 // Kubeflow Trainer v2's CRDs (manifests/base/crds of github.com/kubeflow/trainer/v2 at
 // TRAINER_VERSION): TrainJob, TrainingRuntime, ClusterTrainingRuntime.
 std::vector<std::string> TrainerCrds();

@@ -116,6 +116,10 @@ TEST(CliController, PrintRbacFollowsTheFlags) {
   EXPECT_TRUE(HasRule(kueue["clusterRules"], "kueue.x-k8s.io", "workloads")) << kueue.dump(2);
   EXPECT_FALSE(HasRuleInGroup(PrintedRbac({"--kueue-admission-check=false"}), "kueue.x-k8s.io"));
 
+  // The background audit is on unless turned off.
+  EXPECT_TRUE(HasRule(plain["clusterRules"], "wgpolicyk8s.io", "policyreports")) << plain.dump(2);
+  EXPECT_FALSE(HasRuleInGroup(PrintedRbac({"--policy-reports=false"}), "wgpolicyk8s.io"));
+
   const core::Json certs = PrintedRbac({"--webhook-cert-secret=s"});
   EXPECT_TRUE(HasRule(certs["namespaceRules"], "", "secrets", "s")) << certs.dump(2);
 
