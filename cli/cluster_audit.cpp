@@ -1,0 +1,145 @@
+#include "cli/cluster_audit.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "cli/exit_code.h"
+#include "core/errors.h"
+#include "core/kinds.h"
+#include "core/policy_report.h"
+
+namespace ncclguard::cli {
+namespace {
+
+std::string NamespaceOf(const core::Json& object) {
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return "";
+  const auto ns = metadata->find("namespace");
+  return ns != metadata->end() && ns->is_string() ? ns->get<std::string>() : "";
+}
+
+}  // namespace
+
+bool AuditScope::Includes(std::string_view ns, const core::AuditPolicy& audit) const {
+  return all_namespaces ? audit.Audits(ns) : ns == namespace_;
+}
+
+std::string ScopeNamespace(const std::string& flag, const std::string& context_namespace) {
+  if (!flag.empty()) return flag;
+  if (!context_namespace.empty()) return context_namespace;
+  return "default";
+}
+
+ClusterAudit::ClusterAudit(core::Policy policy, AuditScope scope, AuditOutput output)
+    : policy_(std::move(policy)), scope_(std::move(scope)), output_(output) {
+  if (!scope_.all_namespaces) namespaces_.insert(scope_.namespace_);
+}
+
+void ClusterAudit::AddRuntime(core::Json runtime) {
+  const auto kind = core::KindOf(runtime.value("apiVersion", ""), runtime.value("kind", ""));
+  if (!kind) return;
+  const core::ObjectRef ref = core::ObjectRef::From(runtime);
+  const std::string ns = core::KindInfoOf(*kind).cluster_scoped ? "" : ref.namespace_;
+  runtimes_.insert_or_assign({*kind, ns, ref.name}, std::move(runtime));
+}
+
+void ClusterAudit::AddNamespace(std::string_view ns) {
+  if (scope_.Includes(ns, policy_.audit)) namespaces_.emplace(ns);
+}
+
+core::RuntimeLookup ClusterAudit::Runtimes() const {
+  return [this](const core::RuntimeRef& ref, std::string_view ns) -> std::optional<core::Json> {
+    const bool cluster_scoped = core::KindInfoOf(ref.kind).cluster_scoped;
+    const auto found =
+        runtimes_.find({ref.kind, cluster_scoped ? std::string() : std::string(ns), ref.name});
+    if (found == runtimes_.end()) return std::nullopt;
+    return found->second;
+  };
+}
+
+std::string ClusterAudit::Add(const core::Json& object) {
+  const std::string ns = NamespaceOf(object);
+  if (!scope_.Includes(ns, policy_.audit)) return "";
+  std::optional<core::ObjectAudit> audit;
+  try {
+    audit = core::AuditObject(object, policy_, Runtimes());
+  } catch (const core::InputError& e) {
+    // A malformed object in a live cluster is not a reason to stop auditing the others.
+    ++counts_.errors;
+    const std::string line = core::ObjectRef::From(object).Describe() + ": error: " + e.what();
+    unreadable_.push_back(line);
+    return output_ == AuditOutput::Text ? line + "\n" : "";
+  }
+  if (!audit) return "";
+  ++counts_.objects;
+  namespaces_.insert(ns);
+  if (audit->findings.empty()) ++counts_.pass;
+  for (const core::AuditFinding& finding : audit->findings) {
+    switch (finding.result) {
+      case core::AuditResult::Pass:
+        ++counts_.pass;
+        break;
+      case core::AuditResult::Warn:
+        ++counts_.warn;
+        break;
+      case core::AuditResult::Fail:
+        ++counts_.fail;
+        break;
+    }
+  }
+  if (output_ == AuditOutput::Text) return FormatObjectAudit(*audit);
+  audits_[ns].push_back(std::move(*audit));
+  return "";
+}
+
+void ClusterAudit::NotServed(std::string kind) { not_served_.push_back(std::move(kind)); }
+
+std::string ClusterAudit::Finish() {
+  if (output_ == AuditOutput::Text) {
+    return std::to_string(counts_.fail) + " fail, " + std::to_string(counts_.warn) + " warn, " +
+           std::to_string(counts_.pass) + " pass: " + std::to_string(counts_.objects) +
+           " objects in " + std::to_string(namespaces_.size()) + " namespaces" +
+           (counts_.errors > 0 ? ", " + std::to_string(counts_.errors) + " unreadable" : "") + "\n";
+  }
+  core::Json items = core::Json::array();
+  for (const std::string& ns : namespaces_) {
+    const auto found = audits_.find(ns);
+    std::vector<core::ObjectAudit> audits;
+    if (found != audits_.end()) audits = std::move(found->second);
+    for (core::Json& report : core::PolicyReportsFor(ns, std::move(audits))) {
+      items.push_back(std::move(report));
+    }
+  }
+  core::Json notes{
+      {"policy", policy_source_}, {"notServed", not_served_}, {"unreadable", unreadable_}};
+  core::Json list{{"apiVersion", "v1"},
+                  {"kind", "List"},
+                  {"metadata", core::Json::object()},
+                  {"items", std::move(items)},
+                  {"ncclguard", std::move(notes)}};
+  return list.dump(2, ' ', false, core::Json::error_handler_t::replace) + "\n";
+}
+
+int ClusterAudit::ExitCode() const { return counts_.fail > 0 ? kExitDenied : kExitClean; }
+
+std::string FormatObjectAudit(const core::ObjectAudit& audit) {
+  std::string out =
+      audit.object.Describe() + ": " + std::string(core::AuditResultName(audit.Result())) + "\n";
+  // In the reports' order: by rule, then path.
+  std::vector<const core::AuditFinding*> findings;
+  for (const core::AuditFinding& audited : audit.findings) findings.push_back(&audited);
+  std::stable_sort(findings.begin(), findings.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->finding.rule, a->finding.path) < std::tie(b->finding.rule, b->finding.path);
+  });
+  for (const core::AuditFinding* audited : findings) {
+    const core::Finding& finding = audited->finding;
+    out += "  " + std::string(core::AuditResultName(audited->result)) + " " + finding.rule + " (" +
+           std::string(core::LevelName(finding.level)) + ")";
+    if (!finding.path.empty()) out += " at " + finding.path;
+    out += "\n    " + finding.message + "\n    guide: " + finding.guide + "\n";
+  }
+  return out;
+}
+
+}  // namespace ncclguard::cli
