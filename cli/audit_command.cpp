@@ -172,7 +172,7 @@ int RunAudit(const AuditOptions& options) {
       if (!audit_kind(info)) audit.NotServed(KindName(info));
     }
     audit_kind(core::KindInfoOf(core::WorkloadKind::Pod));
-    std::cout << audit.Finish();
+    audit.Finish(std::cout);
     return audit.ExitCode();
   } catch (const kube::ApiError& e) {
     std::cout.flush();

@@ -1,6 +1,8 @@
 #include "cli/cluster_audit.h"
 
 #include <algorithm>
+#include <ostream>
+#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -95,30 +97,47 @@ std::string ClusterAudit::Add(const core::Json& object) {
 
 void ClusterAudit::NotServed(std::string kind) { not_served_.push_back(std::move(kind)); }
 
-std::string ClusterAudit::Finish() {
+void ClusterAudit::Finish(std::ostream& out) {
   if (output_ == AuditOutput::Text) {
-    return std::to_string(counts_.fail) + " fail, " + std::to_string(counts_.warn) + " warn, " +
-           std::to_string(counts_.pass) + " pass: " + std::to_string(counts_.objects) +
-           " objects in " + std::to_string(namespaces_.size()) + " namespaces" +
-           (counts_.errors > 0 ? ", " + std::to_string(counts_.errors) + " unreadable" : "") + "\n";
+    out << counts_.fail << " fail, " << counts_.warn << " warn, " << counts_.pass
+        << " pass: " << counts_.objects << " objects in " << namespaces_.size() << " namespaces";
+    if (counts_.errors > 0) out << ", " << counts_.errors << " unreadable";
+    out << "\n";
+    return;
   }
-  core::Json items = core::Json::array();
+  // The List's fields as Json::dump(2) would lay them out, the reports indented to match.
+  auto indented = [](const core::Json& value, const std::string& indent) {
+    std::string text = value.dump(2, ' ', false, core::Json::error_handler_t::replace);
+    std::string shifted;
+    shifted.reserve(text.size() + text.size() / 8);
+    for (const char c : text) {
+      shifted += c;
+      if (c == '\n') shifted += indent;
+    }
+    return shifted;
+  };
+  out << "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"metadata\": {},\n  \"items\": [";
+  bool first = true;
   for (const std::string& ns : namespaces_) {
-    const auto found = audits_.find(ns);
     std::vector<core::ObjectAudit> audits;
-    if (found != audits_.end()) audits = std::move(found->second);
-    for (core::Json& report : core::PolicyReportsFor(ns, std::move(audits))) {
-      items.push_back(std::move(report));
+    if (const auto found = audits_.find(ns); found != audits_.end()) {
+      audits = std::move(found->second);
+      audits_.erase(found);
+    }
+    for (const core::Json& report : core::PolicyReportsFor(ns, std::move(audits))) {
+      out << (first ? "\n    " : ",\n    ") << indented(report, "    ");
+      first = false;
     }
   }
-  core::Json notes{
+  const core::Json notes{
       {"policy", policy_source_}, {"notServed", not_served_}, {"unreadable", unreadable_}};
-  core::Json list{{"apiVersion", "v1"},
-                  {"kind", "List"},
-                  {"metadata", core::Json::object()},
-                  {"items", std::move(items)},
-                  {"ncclguard", std::move(notes)}};
-  return list.dump(2, ' ', false, core::Json::error_handler_t::replace) + "\n";
+  out << (first ? "]" : "\n  ]") << ",\n  \"ncclguard\": " << indented(notes, "  ") << "\n}\n";
+}
+
+std::string ClusterAudit::Finish() {
+  std::ostringstream out;
+  Finish(out);
+  return out.str();
 }
 
 int ClusterAudit::ExitCode() const { return counts_.fail > 0 ? kExitDenied : kExitClean; }

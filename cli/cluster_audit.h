@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <map>
 #include <set>
 #include <string>
@@ -60,10 +61,12 @@ class ClusterAudit {
   // Where the policy came from, for the JSON output ("NcclPolicy default", "--policy FILE"...).
   void SetPolicySource(std::string source) { policy_source_ = std::move(source); }
 
-  // Text: the summary line. JSON: a v1 List of every in-scope namespace's PolicyReports (by
-  // namespace), with ncclguard's own notes (policy, kinds not served, unreadable objects) in a
-  // top-level "ncclguard" field that Kubernetes clients ignore.
-  std::string Finish();  // once, at the end
+  // Once, at the end. Text: the summary line. JSON: a v1 List of every in-scope namespace's
+  // PolicyReports (by namespace), with ncclguard's own notes (policy, kinds not served,
+  // unreadable objects) in a top-level "ncclguard" field that Kubernetes clients ignore; written
+  // a namespace at a time, each one's results let go once written.
+  void Finish(std::ostream& out);
+  std::string Finish();  // the same, as a string
   const AuditCounts& counts() const { return counts_; }
   // kExitDenied when any result is fail, else kExitClean.
   int ExitCode() const;

@@ -111,7 +111,10 @@ TEST(ClusterAudit, JsonIsAListOfThePolicyReportsOfEachNamespace) {
   for (const Json& object : objects) EXPECT_EQ(audit.Add(object), "");
   audit.NotServed("PyTorchJob kubeflow.org/v1");
   audit.SetPolicySource("built-in defaults");
-  const Json list = Json::parse(audit.Finish());
+  const std::string text = audit.Finish();
+  const Json list = Json::parse(text);
+  // Written a namespace at a time, laid out as one dump of the whole List would be.
+  EXPECT_EQ(text, list.dump(2) + "\n");
   EXPECT_EQ(list["apiVersion"], "v1");
   EXPECT_EQ(list["kind"], "List");
 
@@ -134,7 +137,12 @@ TEST(ClusterAudit, JsonIsAListOfThePolicyReportsOfEachNamespace) {
 TEST(ClusterAudit, OneNamespaceGetsItsReportEvenWhenNothingInItIsAudited) {
   ClusterAudit audit(core::Policy::Defaults(), Namespace("ml"), AuditOutput::Json);
   audit.Add(CpuPodIn("ml"));
-  const Json list = Json::parse(audit.Finish());
+  const std::string text = audit.Finish();
+  const Json list = Json::parse(text);
+  EXPECT_EQ(text, list.dump(2) + "\n");
+  EXPECT_EQ(Json::parse(ClusterAudit(core::Policy::Defaults(), All(), AuditOutput::Json).Finish()),
+            Json::parse(R"({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [],
+                            "ncclguard": {"policy": "", "notServed": [], "unreadable": []}})"));
   ASSERT_EQ(list["items"].size(), 1u);
   EXPECT_EQ(list["items"][0], core::PolicyReportsFor("ml", {})[0]);
   EXPECT_EQ(audit.ExitCode(), cli::kExitClean);
