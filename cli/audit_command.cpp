@@ -153,10 +153,6 @@ int RunAudit(const AuditOptions& options) {
         audit.NotServed(KindName(info));
       }
     }
-    if (scope.all_namespaces) {
-      ListEach(client, kube::resources::Namespaces(),
-               [&](core::Json&& ns) { audit.AddNamespace(ns["metadata"].value("name", "")); });
-    }
     auto audit_kind = [&](const core::KindInfo& info) {
       const kube::ResourceRef resource = ResourceOf(info, scope);
       return ListEach(client, resource, [&](core::Json&& object) {

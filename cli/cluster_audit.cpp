@@ -34,9 +34,7 @@ std::string ScopeNamespace(const std::string& flag, const std::string& context_n
 }
 
 ClusterAudit::ClusterAudit(core::Policy policy, AuditScope scope, AuditOutput output)
-    : policy_(std::move(policy)), scope_(std::move(scope)), output_(output) {
-  if (!scope_.all_namespaces) namespaces_.insert(scope_.namespace_);
-}
+    : policy_(std::move(policy)), scope_(std::move(scope)), output_(output) {}
 
 void ClusterAudit::AddRuntime(core::Json runtime) {
   const auto kind = core::KindOf(runtime.value("apiVersion", ""), runtime.value("kind", ""));
@@ -44,10 +42,6 @@ void ClusterAudit::AddRuntime(core::Json runtime) {
   const core::ObjectRef ref = core::ObjectRef::From(runtime);
   const std::string ns = core::KindInfoOf(*kind).cluster_scoped ? "" : ref.namespace_;
   runtimes_.insert_or_assign({*kind, ns, ref.name}, std::move(runtime));
-}
-
-void ClusterAudit::AddNamespace(std::string_view ns) {
-  if (scope_.Includes(ns, policy_.audit)) namespaces_.emplace(ns);
 }
 
 core::RuntimeLookup ClusterAudit::Runtimes() const {

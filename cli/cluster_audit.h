@@ -50,9 +50,6 @@ class ClusterAudit {
 
   // A TrainingRuntime or ClusterTrainingRuntime: what the TrainJobs added later are checked with.
   void AddRuntime(core::Json runtime);
-  // A namespace that exists: in scope, it gets a report even when nothing in it is audited (as
-  // the controller's empty report clears old results).
-  void AddNamespace(std::string_view ns);
   // One listed object, audited when it is in scope and core::AuditObject reports on it. Returns
   // the text to print for it now (text output; "" otherwise or when not audited).
   std::string Add(const core::Json& object);
@@ -61,10 +58,10 @@ class ClusterAudit {
   // Where the policy came from, for the JSON output ("NcclPolicy default", "--policy FILE"...).
   void SetPolicySource(std::string source) { policy_source_ = std::move(source); }
 
-  // Once, at the end. Text: the summary line. JSON: a v1 List of every in-scope namespace's
-  // PolicyReports (by namespace), with ncclguard's own notes (policy, kinds not served,
-  // unreadable objects) in a top-level "ncclguard" field that Kubernetes clients ignore; written
-  // a namespace at a time, each one's results let go once written.
+  // Once, at the end. Text: the summary line. JSON: a v1 List of the PolicyReports of each
+  // namespace with an audited object (by namespace), with ncclguard's own notes (policy, kinds not
+  // served, unreadable objects) in a top-level "ncclguard" field that Kubernetes clients ignore;
+  // written a namespace at a time, each one's results let go once written.
   void Finish(std::ostream& out);
   std::string Finish();  // the same, as a string
   const AuditCounts& counts() const { return counts_; }
@@ -82,7 +79,8 @@ class ClusterAudit {
   std::map<std::tuple<core::WorkloadKind, std::string, std::string>, core::Json> runtimes_;
   // By namespace: the audits (JSON output only; text is printed as it comes).
   std::map<std::string, std::vector<core::ObjectAudit>, std::less<>> audits_;
-  // In scope: added (AddNamespace) or holding an audited object.
+  // Those holding an audited object: the ones the controller writes reports for (it writes none
+  // for a namespace with nothing audited).
   std::set<std::string, std::less<>> namespaces_;
   std::vector<std::string> not_served_;
   std::vector<std::string> unreadable_;
