@@ -8,6 +8,7 @@ namespace ncclguard::cli {
 
 Command AddLintCommand(CLI::App& app);
 Command AddFixCommand(CLI::App& app);
+Command AddAuditCommand(CLI::App& app);
 Command AddDiagnoseCommand(CLI::App& app);
 Command AddExplainCommand(CLI::App& app);
 Command AddWebhookCommand(CLI::App& app);

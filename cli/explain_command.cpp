@@ -163,7 +163,11 @@ void PrintMarkdown(const core::Policy& policy) {
          "table's order names the NcclDiagnosis condition |\n\n"
          "A policy may change a rule's level or turn it off (`rules: {<id>: {level: warn}}`, "
          "`{enabled: false}`). Any check that throws or does not answer within the check "
-         "timeout reports Fail, whatever its level.\n\n";
+         "timeout reports Fail, whatever its level.\n\n"
+         "An audit (`ncclguard audit`, the controller's PolicyReports) fixes and denies nothing: "
+         "it reports each rule's finding as a result. deny: fail; fix: fail on a Pod (it runs "
+         "without it), warn on a job (its pods are fixed when created); warn: warn; no finding: "
+         "pass. `ncclguard audit` exits 1 on a fail.\n\n";
   std::cout << "## " << TextOf(FindingKind::Rule).heading << "\n\n";
   PrintTable(FindingKind::Rule, "condition", policy);
   std::cout << "\n## " << TextOf(FindingKind::Check).heading

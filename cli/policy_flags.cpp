@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <utility>
+
 #include "cli/input.h"
 #include "core/documents.h"
 #include "core/errors.h"
@@ -41,8 +43,13 @@ core::Json CatalogDocument(const std::string& text) {
 }  // namespace
 
 core::Policy LoadPolicy(const PolicyOptions& options) {
-  core::Policy policy = core::Policy::Defaults();
+  return LoadPolicy(options, core::Policy::Defaults());
+}
+
+core::Policy LoadPolicy(const PolicyOptions& options, core::Policy base) {
+  core::Policy policy = std::move(base);
   if (options.policy_file) {
+    policy = core::Policy::Defaults();
     const std::string text = ReadInput(*options.policy_file);
     try {
       policy = core::ParsePolicy(text, policy);

@@ -27,5 +27,8 @@ void AddPolicyFlags(CLI::App& command, PolicyOptions& options);
 // (docs/operator.md, "Instance type catalog": the policy's own entries stand), then applies flag
 // overrides. Throws core::PolicyError naming the file.
 core::Policy LoadPolicy(const PolicyOptions& options);
+// The same with `base` in place of the defaults when no --policy file is given (`audit`: the
+// cluster's NcclPolicy default).
+core::Policy LoadPolicy(const PolicyOptions& options, core::Policy base);
 
 }  // namespace ncclguard::cli
