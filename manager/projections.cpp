@@ -193,6 +193,24 @@ bool RequestsGpus(const Json& container) {
   return false;
 }
 
+// What the rules read of a container (core/pod_spec.h, core/rules/): the rest (command, args,
+// probes, ports, the API server's defaults) is most of a pod and never read.
+Json AuditedContainer(const Json& container) {
+  Json kept = Json::object();
+  for (const char* key :
+       {"name", "image", "env", "envFrom", "resources", "securityContext", "volumeMounts"}) {
+    CopyIfPresent(container, kept, key);
+  }
+  return kept;
+}
+
+// A volume's name and the sources the rules read (a memory emptyDir for /dev/shm, a hostPath).
+Json AuditedVolume(const Json& volume) {
+  Json kept = Json::object();
+  for (const char* key : {"name", "emptyDir", "hostPath"}) CopyIfPresent(volume, kept, key);
+  return kept;
+}
+
 }  // namespace
 
 kube::Projection AuditPodProjection() {
@@ -206,12 +224,32 @@ kube::Projection AuditPodProjection() {
     }
     out["apiVersion"] = "v1";
     out["kind"] = "Pod";
-    if (const Json* m = Find(object, "metadata")) {
-      for (const char* key : {"labels", "annotations", "ownerReferences"}) {
-        CopyIfPresent(*m, out["metadata"], key);
+    if (const Json* m = Find(object, "metadata")) CopyIfPresent(*m, out["metadata"], "labels");
+    Json& kept = out["spec"];
+    kept["containers"] = Json::array();
+    for (const Json& container : *containers) {
+      kept["containers"].push_back(container.is_object() ? AuditedContainer(container) : container);
+    }
+    if (const Json* volumes = Find(*spec, "volumes")) {
+      if (volumes->is_array()) {
+        kept["volumes"] = Json::array();
+        for (const Json& volume : *volumes) {
+          kept["volumes"].push_back(volume.is_object() ? AuditedVolume(volume) : volume);
+        }
+      } else {
+        kept["volumes"] = *volumes;  // the rules say what is wrong with it
       }
     }
-    out["spec"] = *spec;
+    for (const char* key : {"nodeSelector", "hostNetwork", "hostname", "subdomain"}) {
+      CopyIfPresent(*spec, kept, key);
+    }
+    if (const Json* affinity = Find(*spec, "affinity")) {
+      if (affinity->is_object()) {
+        CopyIfPresent(*affinity, kept["affinity"], "nodeAffinity");
+      } else {
+        kept["affinity"] = *affinity;
+      }
+    }
     return out;
   };
 }

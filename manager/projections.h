@@ -17,8 +17,11 @@ kube::Projection JobProjection(core::WorkloadKind kind);
 // A pod of no managed kind keeps its identity only.
 kube::Projection PodProjection();
 // What the background audit reads of a pod (manager/audit_controller.h): for a pod with a GPU
-// container, apiVersion and kind (list items lack them), labels, annotations, owner references and
-// the whole spec, as core::AuditObject reads them; any other pod keeps its identity only.
+// container, apiVersion and kind (list items lack them), its labels and what the rules read of
+// its spec (each container's name, image, env, envFrom, resources, securityContext and
+// volumeMounts; volumes' names, emptyDir and hostPath; nodeSelector, nodeAffinity, hostNetwork,
+// hostname, subdomain), so that core::AuditObject finds on it what it finds on the whole pod;
+// any other pod keeps its identity only.
 kube::Projection AuditPodProjection();
 // Whether `pod` as AuditPodProjection keeps it is one the audit reads (it has a GPU container).
 bool IsAuditedPod(const core::Json& pod);

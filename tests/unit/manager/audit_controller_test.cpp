@@ -111,7 +111,34 @@ TEST(AuditReports, TheCachedGpuPodIsAuditedAsTheWholePod) {
   // What the caches keep of a pod when every controller runs (the training-job controller's
   // fields and the audit's, in one object).
   const kube::Projection cached = manager::CachedFields(kube::resources::Pods());
-  for (Json pod : {CompliantPod(), BrokenPod("b")}) {
+  // A pod as the API server stores it: its defaults, command and probes, the service account's
+  // projected volume, kubectl's last-applied annotation, a /dev/shm and an InfiniBand hostPath.
+  Json stored = BrokenPod("stored");
+  stored["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+      std::string(4000, 'x');
+  for (Json& container : stored["spec"]["containers"]) {
+    container["command"] = {"torchrun", "--nnodes=2", "train.py"};
+    container["terminationMessagePath"] = "/dev/termination-log";
+    container["imagePullPolicy"] = "IfNotPresent";
+    container["readinessProbe"] = {{"exec", {{"command", {"true"}}}}};
+    container["volumeMounts"].push_back(
+        {{"name", "kube-api-access"}, {"mountPath", "/var/run/secrets/kubernetes.io"}});
+    container["volumeMounts"].push_back({{"name", "ib"}, {"mountPath", "/dev/infiniband"}});
+  }
+  stored["spec"]["volumes"].push_back(
+      {{"name", "kube-api-access"}, {"projected", {{"sources", Json::array({{{"x", 1}}})}}}});
+  stored["spec"]["volumes"].push_back(
+      {{"name", "ib"}, {"hostPath", {{"path", "/dev/infiniband"}}}});
+  stored["spec"]["tolerations"] = Json::array({{{"key", "node.kubernetes.io/not-ready"}}});
+  stored["spec"]["affinity"] = Yaml(R"(
+nodeAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    nodeSelectorTerms:
+      - matchExpressions:
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [p4d.24xlarge]}
+podAntiAffinity: {x: 1}
+)");
+  for (Json pod : {CompliantPod(), BrokenPod("b"), stored}) {
     pod["metadata"]["labels"]["training.kubeflow.org/job-name"] = "llama";
     pod["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "kubeflow.org/v1"},
                                                        {"kind", "PyTorchJob"},
@@ -131,6 +158,11 @@ TEST(AuditReports, TheCachedGpuPodIsAuditedAsTheWholePod) {
     for (std::size_t i = 0; i < whole->findings.size(); ++i) {
       EXPECT_EQ(projected->findings[i].finding.rule, whole->findings[i].finding.rule);
       EXPECT_EQ(projected->findings[i].finding.message, whole->findings[i].finding.message);
+      EXPECT_EQ(projected->findings[i].finding.path, whole->findings[i].finding.path);
+    }
+    // Most of a stored pod is never read: a fraction of it is kept.
+    if (pod["metadata"]["name"] == "stored") {
+      EXPECT_LT(kept.dump().size() * 3, listed.dump().size()) << kept.dump();
     }
     // The training-job controller's fields are still there.
     EXPECT_EQ(kept["metadata"]["ownerReferences"][0]["kind"], "PyTorchJob");
