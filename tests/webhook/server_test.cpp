@@ -203,6 +203,20 @@ TEST(WebhookServerModes, ThePathNamesTheModeAndAuditIsCountedApart) {
   }
 }
 
+// The controller pushes the NcclPolicy's changes (UsePolicy): a switch of spec.mode takes effect
+// on the next request, without a restart.
+TEST_F(WebhookServerTest, APushedPolicysModeTakesEffectOnTheNextRequest) {
+  Json pod = BarePod();
+  pod["spec"]["containers"][0]["env"] = Json::array({{{"name", "NCCL_PROTO"}, {"value", "fast"}}});
+  const std::string review = Review(pod).dump();
+  auto audit = std::make_shared<core::Policy>(core::Policy::Defaults());
+  audit->mode = core::Mode::Audit;
+  webhook_.server().UsePolicy(audit);
+  EXPECT_EQ(Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), review))["allowed"], true);
+  webhook_.server().UsePolicy(std::make_shared<const core::Policy>(core::Policy::Defaults()));
+  EXPECT_EQ(Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), review))["allowed"], false);
+}
+
 TEST_F(WebhookServerTest, ARuleThatThrowsDeniesThatRequestOnlyAndIsCounted) {
   Json pod = BarePod();
   pod["metadata"]["annotations"] = {{"ncclguard.test/throw", "1"}};
