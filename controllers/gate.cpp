@@ -209,4 +209,17 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
   return {false, "InsufficientValidatedNodes", held + " \u2014 see " + link};
 }
 
+core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_) {
+  const auto ns = view.Namespace(namespace_);
+  const Json* labels = nullptr;
+  if (ns && ns->is_object()) {
+    const auto metadata = ns->find("metadata");
+    if (metadata != ns->end() && metadata->is_object()) {
+      const auto found = metadata->find("labels");
+      if (found != metadata->end()) labels = &*found;
+    }
+  }
+  return core::ModeIn(view.Policy(), labels);
+}
+
 }  // namespace ncclguard::controllers

@@ -81,4 +81,14 @@ struct GateVerdict {
 GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterView& view,
                          const core::Policy& policy);
 
+// The mode in force in `namespace_` (core::ModeIn): its ncclguard.io/mode label, else the
+// policy's. In audit mode the gate and the AdmissionCheck hold nothing; they say what they would
+// have held (reason kWouldHold).
+core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_);
+
+// The NcclPreflight reason and Event reason of a job audit mode would have held, and of a job
+// held before its namespace turned to audit and released for it.
+inline constexpr std::string_view kWouldHold = "WouldHold";
+inline constexpr std::string_view kReleasedForAudit = "AuditMode";
+
 }  // namespace ncclguard::controllers

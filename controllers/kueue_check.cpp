@@ -115,9 +115,38 @@ struct Answer {
   std::optional<std::chrono::seconds> recheck_after;
 };
 
+// Audit mode (the Workload's namespace, core::ModeIn): Ready at once, with no podSetUpdates (the
+// nodeSelector would hold the pods), saying what enforce mode would have answered.
+Answer AuditAnswer(const Json& workload, const KueueObjects& kueue, const ClusterView& view) {
+  const core::Policy& policy = view.Policy();
+  std::string message;
+  try {
+    Json assigned = workload;
+    std::vector<core::PodTemplate> templates;
+    for (const PodSet& pod_set : AssignedPodSets(assigned, kueue)) {
+      templates.push_back(pod_set.tmpl);
+    }
+    const std::vector<NodeDemand> demands = NodeDemands(assigned, templates, policy);
+    const GateVerdict verdict =
+        policy.gate.enabled ? EvaluateGate(demands, view, policy)
+                            : GateVerdict{true, "GateDisabled", "the NcclPolicy disables the gate"};
+    message = verdict.release ? "audit mode: " + verdict.message
+                              : "audit mode: ncclguard would hold this Workload until enough "
+                                "validated nodes exist, and did not: " +
+                                    verdict.message;
+  } catch (const std::exception& e) {
+    message = std::string("audit mode: ncclguard cannot read the Workload's pod sets (") +
+              e.what() + "); enforce mode would hold it until they are fixed";
+  }
+  return {std::string(core::kCheckReady), std::move(message), nullptr, std::nullopt, std::nullopt};
+}
+
 Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView& view,
               Timestamp now) {
   const core::Policy& policy = view.Policy();
+  if (NamespaceMode(view, Meta(workload, "namespace")) == core::Mode::Audit) {
+    return AuditAnswer(workload, kueue, view);
+  }
   Json assigned = workload;
   std::vector<PodSet> pod_sets;
   std::vector<NodeDemand> demands;

@@ -8,6 +8,8 @@
 //   Retry    once the policy's gate.holdTimeoutSeconds passed since quota was reserved, with
 //            requeueAfterSeconds = gate.retryAfterSeconds (Kueue releases the quota and
 //            requeues). Never Rejected: nodes under repair heal.
+// In a namespace in audit mode (core::ModeIn) the entry turns Ready at once, without
+// podSetUpdates, its message saying what enforce mode would have answered.
 // Writes are server-side applies as kKueueFieldManager naming only that entry (or condition),
 // so Kueue's own fields and entries are never overwritten. Pure and level-triggered.
 #pragma once

@@ -102,11 +102,14 @@ class JobReconcile {
 
     ReadSpec();
     if (managed) EnsureService();
+    audit_ = managed && NamespaceMode(view_, key_.namespace_) == core::Mode::Audit;
     std::optional<GateVerdict> held;
     if (pending) {
       held = Gate(managed);
     } else if (gate == std::string(core::kGateAdmitted)) {
       RepairAdmittedCondition();
+    } else if (audit_ && !gate) {
+      ReportWouldHold();
     }
     if (spec_error_) {
       if (!pending) {
@@ -189,6 +192,14 @@ class JobReconcile {
       verdict = {true, "GateDisabled", "the NcclPolicy disables the gate; released"};
     } else if (spec_error_) {
       verdict = {true, "SpecUnreadable", SpecErrorMessage()};
+    } else if (audit_) {
+      // Held before its namespace (or the policy) turned to audit: audit mode holds nothing.
+      const GateVerdict would = EvaluateGate(demands_, view_, policy_);
+      verdict = {
+          true, std::string(kReleasedForAudit),
+          "audit mode: ncclguard holds nothing in this namespace; released" +
+              (would.release ? "; " + would.message
+                             : " although enforce mode would still hold it: " + would.message)};
     } else {
       verdict = EvaluateGate(demands_, view_, policy_);
     }
@@ -226,6 +237,27 @@ class JobReconcile {
       Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
     }
     return std::nullopt;
+  }
+
+  // Audit mode, a job the webhook did not mark (nothing is held): what the gate would have done,
+  // in its NcclPreflight condition and, when it would have held the job, an Event. Nothing is
+  // suspended, released or requeued; the condition follows the nodes whenever the job is
+  // reconciled again.
+  void ReportWouldHold() {
+    if (!policy_.gate.enabled || spec_error_) return;
+    const GateVerdict verdict = EvaluateGate(demands_, view_, policy_);
+    if (verdict.release) {
+      SetCondition({std::string(core::kPreflightCondition), "True", verdict.reason,
+                    "audit mode: " + verdict.message, std::nullopt});
+      return;
+    }
+    const std::string message =
+        "audit mode: ncclguard would hold this job until enough validated nodes exist, and did "
+        "not: " +
+        verdict.message;
+    SetCondition({std::string(core::kPreflightCondition), "False", std::string(kWouldHold), message,
+                  std::nullopt});
+    Event("Warning", std::string(kWouldHold), "Audit", message);
   }
 
   // Removes the pod-level gate (core/gate.h) from each of the job's pods that has it. The patch
@@ -431,6 +463,7 @@ class JobReconcile {
   std::vector<NodeDemand> demands_;
   std::optional<std::string> master_addr_;
   std::optional<std::string> spec_error_;
+  bool audit_ = false;  // managed, in a namespace in audit mode
 
   std::vector<Action> service_actions_;
   std::optional<MergePatch> release_;

@@ -2,9 +2,12 @@
 // webhook::AnswerReview is what WebhookServer::AnswerReview calls, and it must never throw.
 // Properties: the answer is an AdmissionReview for the same uid; no request ends in an internal
 // error; a patch applies to the request's object; every guide link in a message exists; what a
-// review allocates at its peak is bounded by its size (memory/allocation_budget.h counts it).
+// review allocates at its peak is bounded by its size (memory/allocation_budget.h counts it). In
+// audit mode (the /validate/audit path, a policy's mode: audit) every request is admitted
+// without a patch.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "fuzz/fuzz_support.h"
@@ -88,15 +91,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const webhook::AdmitOptions options{.exempt_namespaces = {"ncclguard-system"}};
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (webhook::Endpoint endpoint : {webhook::Endpoint::Mutate, webhook::Endpoint::Validate}) {
-    webhook::ReviewAnswer answer;
-    std::size_t peak = 0;
-    {
-      memory::BudgetScope counted(~std::size_t{0}, nullptr);
-      answer = webhook::AnswerReview(endpoint, body, policy, options);
-      peak = counted.Peak();
+    for (const std::optional<core::Mode> mode :
+         {std::optional<core::Mode>(), std::optional(core::Mode::Audit)}) {
+      webhook::ReviewAnswer answer;
+      std::size_t peak = 0;
+      {
+        memory::BudgetScope counted(~std::size_t{0}, nullptr);
+        answer = webhook::AnswerReview(endpoint, body, policy, options, mode);
+        peak = counted.Peak();
+      }
+      fuzz::RequireMemoryBoundedBySize(peak, size, webhook::EndpointName(endpoint));
+      CheckAnswer(endpoint, body, answer);
+      if (mode && answer.decoded) {
+        const Json review = Json::parse(answer.body);
+        const Json& response = review.at("response");
+        fuzz::Require(response.at("allowed") == true && !response.contains("patch"),
+                      "audit mode admits every request without a patch", answer.body);
+      }
     }
-    fuzz::RequireMemoryBoundedBySize(peak, size, webhook::EndpointName(endpoint));
-    CheckAnswer(endpoint, body, answer);
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "manager/cache.h"
 #include "manager/controller_module.h"
 #include "manager/manager.h"
+#include "manager/projections.h"
 #include "manager/state_metrics.h"
 #include "manager/wiring.h"
 
@@ -114,6 +115,28 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
   spec.watches.push_back({&caches.nodes(), pending, nullptr});
   spec.watches.push_back({&caches.node_validations(), pending, nullptr});
   spec.watches.push_back({&caches.policies(), all, nullptr});
+  // A namespace's labels changed (ncclguard.io/mode: audit answers Ready at once): its Workloads
+  // still Pending.
+  const auto labels = [](const Json* ns) -> Json {
+    if (ns == nullptr || !ns->is_object()) return nullptr;
+    const auto metadata = ns->find("metadata");
+    if (metadata == ns->end() || !metadata->is_object()) return nullptr;
+    const auto found = metadata->find("labels");
+    return found == metadata->end() ? Json() : *found;
+  };
+  spec.watches.push_back({&caches.namespaces(),
+                          [kueue](const Json& ns) {
+                            const std::vector<std::string> checks = kueue->PreflightChecks();
+                            const std::string name = controllers::Meta(ns, "name");
+                            return kueue->Workloads([&](const Json& workload) {
+                              return controllers::Meta(workload, "namespace") == name &&
+                                     controllers::HasPendingCheck(workload, checks);
+                            });
+                          },
+                          [labels](const Change& change) {
+                            return change.new_object != nullptr && change.old_object != nullptr &&
+                                   labels(change.old_object) != labels(change.new_object);
+                          }});
   spec.all_keys = [kueue] { return kueue->Workloads([](const Json&) { return true; }); };
   spec.reconcile = [kueue, &caches, &policy](const WorkloadKey& key) {
     const CacheView view(caches, policy.Current());
@@ -148,6 +171,8 @@ ControllerModule DeclareKueuePreflight() {
   // The gate's questions go to the Nodes and NodeValidations the manager reads for every
   // controller (ManagerReads); a changed policy requeues every Workload.
   module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
+  // A namespace's ncclguard.io/mode label: audit mode answers Ready at once.
+  module.reads.push_back({kube::resources::Namespaces(), NamespaceProjection(), {}});
   module.access.push_back(Access(
       std::string(core::kKueueGroup), {"workloads/status", "admissionchecks/status"}, {"patch"},
       "Kueue preflight: server-side apply of its own check entry and Active "

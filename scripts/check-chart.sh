@@ -125,11 +125,22 @@ expect_in monitoring-values "the PrometheusRule" "kind: PrometheusRule"
 expect_in monitoring-values "an alert and its runbook" "runbook_url: https://github.com/ncclguard/ncclguard/blob/main/docs/operator.md#ncclguardcontrollerdown"
 expect_in monitoring-values "the dashboard ConfigMap for Grafana's sidecar" 'grafana_dashboard: "1"'
 expect_in monitoring-values "the dashboard's JSON in it" '"uid": "ncclguard"'
+# Audit mode (docs/operator.md "Audit mode"): namespaces route by their ncclguard.io/mode label;
+# `mode: audit` sets the NcclPolicy's spec.mode and makes every entry Ignore.
+expect_in default "the policy's mode: namespaces without a mode label" "values: [audit, enforce]"
+expect_in default "the enforce namespaces' validating path" "path: /validate/enforce"
+expect_in default "the audit namespaces' validating path" "path: /validate/audit"
+expect_not_in default "no mutating path for audit namespaces" "path: /mutate/audit"
+expect_in default "the NcclPolicy enforces by default" "mode: enforce"
+helm template "$release" "$chart" --namespace "$ns" --set mode=audit >"$work/render-audit.yaml"
+expect_in audit "mode=audit: the NcclPolicy audits" "mode: audit"
+expect_not_in audit "mode=audit: no entry fails closed" "failurePolicy: Fail"
 if helm template "$release" "$chart" --set webhook.failurePolicy=Sometimes >/dev/null 2>"$work/schema.log" &&
-  helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log"; then
-  fail "values.schema.json accepted a bad failurePolicy or an unknown key"
+  helm template "$release" "$chart" --set controler.replicas=2 >/dev/null 2>>"$work/schema.log" &&
+  helm template "$release" "$chart" --set mode=Audit >/dev/null 2>>"$work/schema.log"; then
+  fail "values.schema.json accepted a bad failurePolicy, an unknown key or a bad mode"
 else
-  pass "values.schema.json rejects a bad failurePolicy and an unknown key"
+  pass "values.schema.json rejects a bad failurePolicy, an unknown key and a bad mode"
 fi
 if "$root/scripts/render-manifests.sh" --check >/dev/null 2>"$work/render.log"; then
   pass "manifests/ matches the chart"
@@ -191,9 +202,11 @@ if [[ $spec == https://* ]]; then pass "NcclPolicy default stored (guideBaseURL 
 step "webhook configurations"
 for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
   got=$(k get "$kind" ncclguard -o jsonpath='{range .webhooks[*]}{.name} {.sideEffects} {.timeoutSeconds} {.failurePolicy} {.namespaceSelector.matchLabels}{"\n"}{end}')
-  want="mutate.ncclguard.io None 5 Fail {\"ncclguard.io/enabled\":\"true\"}"
-  # Kubeflow Trainer's runtimes are only warned about: an outage must not block them.
-  [[ $kind == mutating* ]] || want="validate.ncclguard.io None 5 Fail {\"ncclguard.io/enabled\":\"true\"}"$'\n'"runtimes.ncclguard.io None 5 Ignore {\"ncclguard.io/enabled\":\"true\"}"
+  optin='{"ncclguard.io/enabled":"true"}'
+  want="mutate.ncclguard.io None 5 Fail $optin"$'\n'"mutate-enforce.ncclguard.io None 5 Fail $optin"
+  # Audit namespaces and Kubeflow Trainer's runtimes are only warned about: an outage must not
+  # block them.
+  [[ $kind == mutating* ]] || want="validate.ncclguard.io None 5 Fail $optin"$'\n'"validate-enforce.ncclguard.io None 5 Fail $optin"$'\n'"validate-audit.ncclguard.io None 5 Ignore $optin"$'\n'"runtimes.ncclguard.io None 5 Ignore $optin"
   if [[ $got == "$want" ]]; then
     pass "$kind/ncclguard: $got"
   else
@@ -237,9 +250,26 @@ if ((intercepted)); then
 else
   fail "team-opted-in (labelled): pod not sent to the webhook"; cat "$work/optin.log"
 fi
-for target in team-other kube-system "$ns"; do
+# A namespace's ncclguard.io/mode label picks the entry: enforce is refused by the enforce entry
+# (failurePolicy Fail); audit has no mutating entry and its validating one is Ignore, so even
+# with no webhook answering the pod is created.
+k create namespace team-enforce >/dev/null
+k label namespace team-enforce ncclguard.io/enabled=true ncclguard.io/mode=enforce >/dev/null
+if ! pod_json probe | k -n team-enforce create --dry-run=server -f - >"$work/enforce.log" 2>&1 &&
+  grep -q 'failed calling webhook "mutate-enforce.ncclguard.io"' "$work/enforce.log"; then
+  pass "team-enforce (ncclguard.io/mode=enforce): pod refused by mutate-enforce.ncclguard.io"
+else
+  fail "team-enforce (ncclguard.io/mode=enforce): not refused by the enforce entry"; cat "$work/enforce.log"
+fi
+k create namespace team-audit >/dev/null
+k label namespace team-audit ncclguard.io/enabled=true ncclguard.io/mode=audit >/dev/null
+for target in team-other kube-system "$ns" team-audit; do
   if pod_json "pod-$target" | k -n "$target" create -f - >"$work/pod.log" 2>&1; then
-    pass "$target: pod created without calling the webhook$([[ $target == team-other ]] || echo ' (labelled, still excluded)')"
+    case $target in
+      team-other) pass "$target: pod created without calling the webhook" ;;
+      team-audit) pass "$target (ncclguard.io/mode=audit): pod created, the unanswered audit entry ignored" ;;
+      *) pass "$target: pod created without calling the webhook (labelled, still excluded)" ;;
+    esac
   else
     fail "$target: pod creation failed"; cat "$work/pod.log"
   fi
@@ -500,12 +530,16 @@ else
     --webhook-service=ncclguard-webhook --webhook-configuration=ncclguard --webhook-host=127.0.0.1 \
     >"$work/controller-certs.log" 2>&1 &
   controller_pid=$!
+  # Every entry of both configurations (the audit and enforce ones included) gets the caBundle.
   bundles() {
-    [[ -n $(k get mutatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
-      -n $(k get validatingwebhookconfiguration ncclguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+    local kind entries
+    for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+      entries=$(k get "$kind" ncclguard -o jsonpath='{range .webhooks[*]}{.name} {.clientConfig.caBundle}{"\n"}{end}')
+      [[ -n $entries ]] && awk 'NF < 2 { exit 1 }' <<<"$entries" || return 1
+    done
   }
   if eventually 30 k -n "$ns" get secret ncclguard-webhook-tls && eventually 30 bundles; then
-    pass "controller as ncclguard-controller: Secret ncclguard-webhook-tls created, caBundle in both configurations"
+    pass "controller as ncclguard-controller: Secret ncclguard-webhook-tls created, caBundle in every entry of both configurations"
   else
     fail "no Secret or caBundle"; cat "$work/controller-certs.log"
   fi

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "core/contract.h"
@@ -18,6 +19,15 @@ namespace {
 
 // kube-apiserver truncates longer warnings; keep ours whole.
 constexpr size_t kMaxWarningLength = 256;
+
+// head + message + tail within kMaxWarningLength, the message cut short ("...") where needed.
+std::string FitWarning(const std::string& head, std::string message, const std::string& tail) {
+  if (head.size() + message.size() + tail.size() > kMaxWarningLength) {
+    const size_t room = kMaxWarningLength - std::min(kMaxWarningLength, head.size() + tail.size());
+    message = message.substr(0, room > 3 ? room - 3 : 0) + "...";
+  }
+  return head + message + tail;
+}
 
 bool IsExempt(const AdmissionRequest& request, const AdmitOptions& options) {
   if (request.namespace_ == "kube-system") return true;
@@ -124,8 +134,38 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
   return outcome;
 }
 
+// Audit mode's Mutate: what enforce would have done (the fixes, the gate mark, the pod scheduling
+// gate, a TrainJob's runtime patch) is worked out and dropped, so the object is admitted as it
+// came. The validating webhook says what the fixes would have been (counting them here too would
+// count a pod's twice).
+AdmissionOutcome AuditMutate(AdmissionRequest& request, const core::Workload& workload,
+                             const core::Policy& policy) {
+  AdmissionOutcome outcome = Mutate(request, workload, policy);
+  if (outcome.result == AdmitResult::Patched) outcome.result = AdmitResult::Audited;
+  outcome.response.patch = nullptr;
+  outcome.findings.clear();
+  return outcome;
+}
+
+// Audit mode's Validate: admitted as it came; every finding enforce mode would have acted on (a
+// denial, a fix its pods would have got, a warning) is said, the denials first.
+AdmissionOutcome Audited(AdmissionOutcome outcome, std::vector<core::Finding> findings) {
+  const auto rank = [](core::Level level) {
+    return level == core::Level::Deny ? 0 : level == core::Level::Fix ? 1 : 2;
+  };
+  std::stable_sort(findings.begin(), findings.end(),
+                   [&](const core::Finding& a, const core::Finding& b) {
+                     return rank(a.level) < rank(b.level);
+                   });
+  outcome.response.warnings = AuditWarnings(findings);
+  outcome.result = findings.empty() ? AdmitResult::Allowed : AdmitResult::Audited;
+  outcome.findings = std::move(findings);
+  outcome.audit = true;
+  return outcome;
+}
+
 AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workload,
-                          const core::Policy& policy, const core::ObjectRef& ref) {
+                          const core::Policy& policy, const core::ObjectRef& ref, bool audit) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   const bool pod = workload.kind == core::WorkloadKind::Pod;
@@ -149,6 +189,8 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   if (request.operation == "UPDATE") {
     findings = NewSince(std::move(findings), request.old_object, policy, options);
   }
+  // A runtime is only ever warned about, in either mode.
+  if (audit && !runtime) return Audited(std::move(outcome), std::move(findings));
 
   std::vector<core::Finding> denies = Select(findings, core::Level::Deny);
   if (!denies.empty() && !runtime) {
@@ -191,7 +233,7 @@ AdmissionOutcome Refuse(const AdmissionRequest& request, AdmitResult result, int
 
 // The workload is parsed once here and handed to the rules.
 AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core::Policy& policy,
-                        const AdmitOptions& options, const core::ObjectRef& ref) {
+                        const AdmitOptions& options, const core::ObjectRef& ref, bool audit) {
   AdmissionOutcome skipped;
   skipped.response.uid = request.uid;
   skipped.result = AdmitResult::Skipped;
@@ -200,8 +242,8 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
   try {
     std::optional<core::Workload> workload = core::ParseWorkload(request.object, options.runtimes);
     if (!workload) return skipped;
-    return endpoint == Endpoint::Mutate ? Mutate(request, *workload, policy)
-                                        : Validate(request, *workload, policy, ref);
+    if (endpoint == Endpoint::Validate) return Validate(request, *workload, policy, ref, audit);
+    return audit ? AuditMutate(request, *workload, policy) : Mutate(request, *workload, policy);
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());
@@ -217,6 +259,20 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
                   "ncclguard internal error while checking " + ref.Describe() + ": " + e.what() +
                       "; the request is denied so nothing unchecked runs");
   }
+}
+
+// Audit mode never blocks: a request enforce mode refuses without judging it (unreadable, too
+// large, a rule that failed) is admitted with a warning saying so. The message stays for the log;
+// an internal error is still counted as one.
+AdmissionOutcome AdmitRefused(AdmissionOutcome outcome) {
+  outcome.response.allowed = true;
+  outcome.response.status_code = 0;
+  outcome.response.status_reason.clear();
+  outcome.response.warnings = {
+      FitWarning("ncclguard audit: would deny: ", outcome.response.message, "")};
+  if (outcome.result == AdmitResult::Denied) outcome.result = AdmitResult::Audited;
+  outcome.audit = true;
+  return outcome;
 }
 
 }  // namespace
@@ -239,6 +295,8 @@ std::string_view AdmitResultName(AdmitResult result) {
       return "denied";
     case AdmitResult::Error:
       return "error";
+    case AdmitResult::Audited:
+      return "audited";
   }
   return "error";
 }
@@ -282,20 +340,43 @@ std::string DenialMessage(const core::ObjectRef& object, const std::vector<core:
 }
 
 std::string WarningText(const core::Finding& finding) {
-  const std::string head = "ncclguard " + finding.rule + ": ";
-  const std::string tail = " (" + finding.guide + ")";
-  std::string message = finding.message;
-  if (head.size() + message.size() + tail.size() > kMaxWarningLength) {
-    const size_t room = kMaxWarningLength - std::min(kMaxWarningLength, head.size() + tail.size());
-    message = message.substr(0, room > 3 ? room - 3 : 0) + "...";
+  return FitWarning("ncclguard " + finding.rule + ": ", finding.message,
+                    " (" + finding.guide + ")");
+}
+
+std::string AuditWarningText(const core::Finding& finding) {
+  return FitWarning("ncclguard audit: would " + std::string(core::LevelName(finding.level)) +
+                        ": [" + finding.rule + "] ",
+                    finding.message, " (" + finding.guide + ")");
+}
+
+std::vector<std::string> AuditWarnings(const std::vector<core::Finding>& findings) {
+  // Replica templates often share a container: one line per distinct problem.
+  std::set<std::tuple<std::string_view, core::Level, std::string_view>> seen;
+  std::vector<std::string> warnings;
+  std::size_t more = 0;
+  for (const core::Finding& finding : findings) {
+    if (!seen.emplace(finding.rule, finding.level, finding.message).second) continue;
+    if (seen.size() > kMaxAuditProblems) {
+      ++more;
+    } else {
+      warnings.push_back(AuditWarningText(finding));
+    }
   }
-  return head + message + tail;
+  if (more > 0) {
+    warnings.push_back("ncclguard audit: and " + std::to_string(more) +
+                       (more == 1 ? " more problem" : " more problems") +
+                       "; `ncclguard lint` on the manifest lists every one");
+  }
+  return warnings;
 }
 
 AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::Policy& policy,
-                       const AdmitOptions& options) {
+                       const AdmitOptions& options, std::optional<core::Mode> mode) {
   const core::ObjectRef ref = RefOf(request);  // before the object is moved into the rules
-  AdmissionOutcome outcome = Decide(endpoint, request, policy, options, ref);
+  const bool audit = mode.value_or(policy.mode) == core::Mode::Audit;
+  AdmissionOutcome outcome = Decide(endpoint, request, policy, options, ref, audit);
+  if (audit && !outcome.response.allowed) outcome = AdmitRefused(std::move(outcome));
   outcome.object = ref;
   return outcome;
 }

@@ -3,6 +3,8 @@
 // every decision is unit-tested without a server.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +28,9 @@ struct AdmitOptions {
   core::RuntimeLookup runtimes{};
 };
 
-// How a request ended, for logs and metrics.
-enum class AdmitResult { Skipped, Allowed, Patched, Warned, Denied, Error };
+// How a request ended, for logs and metrics. Audited: answered in audit mode, admitted unchanged
+// although enforce mode would have changed or denied it, or warned about it.
+enum class AdmitResult { Skipped, Allowed, Patched, Warned, Denied, Error, Audited };
 
 std::string_view AdmitResultName(AdmitResult result);
 
@@ -36,16 +39,31 @@ struct AdmissionOutcome {
   AdmitResult result = AdmitResult::Allowed;
   std::vector<core::Finding> findings;  // those that shaped the answer
   core::ObjectRef object;               // the object as messages and logs name it
+  // Audit mode's validation: `findings` are what enforce mode would have acted on, said in the
+  // warnings (AuditWarnings) and counted as audit findings, not as findings.
+  bool audit = false;
 };
 
-// Answers `request`. Never throws: a rule that throws denies this request (fail closed) with
-// an internal-error message and AdmitResult::Error. Takes the request by value so a server
-// done with it moves the object in instead of copying it.
+// Answers `request` in `mode`, the mode its path names (kube-apiserver routes a namespace
+// labelled ncclguard.io/mode to /mutate/enforce, /validate/enforce or /validate/audit), else the
+// policy's. Never throws. Enforce: a rule that throws denies this request (fail closed) with an
+// internal-error message and AdmitResult::Error. Audit: nothing is changed or denied; what enforce
+// would have done is said in warnings (an object that cannot be read or checked is admitted with
+// a warning saying so). Takes the request by value so a server done with it moves the object in
+// instead of copying it.
 AdmissionOutcome Admit(Endpoint endpoint, AdmissionRequest request, const core::Policy& policy,
-                       const AdmitOptions& options);
+                       const AdmitOptions& options, std::optional<core::Mode> mode = std::nullopt);
 
 // The kubectl-facing texts, exposed for tests.
 std::string DenialMessage(const core::ObjectRef& object, const std::vector<core::Finding>& denies);
 std::string WarningText(const core::Finding& finding);
+
+// Audit mode's warnings: at most this many distinct problems (rule and message), then one line
+// saying how many more there are.
+inline constexpr std::size_t kMaxAuditProblems = 10;
+// "ncclguard audit: would deny: [rule] message (guide link)"; "would fix", "would warn".
+std::string AuditWarningText(const core::Finding& finding);
+// One warning per distinct problem of `findings`, in their order, bounded as said above.
+std::vector<std::string> AuditWarnings(const std::vector<core::Finding>& findings);
 
 }  // namespace ncclguard::webhook

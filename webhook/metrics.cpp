@@ -32,6 +32,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                               "HTTP requests to the webhook by endpoint and result.")),
       findings_(CounterFamily(registry, "ncclguard_webhook_findings_total",
                               "Rule findings in admission answers by rule id and level.")),
+      audit_findings_(CounterFamily(
+          registry, "ncclguard_webhook_audit_findings_total",
+          "Findings audit mode admitted unchanged, by rule id and the action enforce mode would "
+          "have taken (fix, deny, warn).")),
       internal_errors_(
           CounterFamily(registry, "ncclguard_webhook_internal_errors_total",
                         "Admission requests denied because a rule failed (fail closed).")),
@@ -51,10 +55,12 @@ Metrics::Metrics(prometheus::Registry& registry)
                                     "Policy file reloads after the file changed, by result.")) {
   // The series an alert or a rate() reads start at 0 rather than missing until the first event.
   for (const char* endpoint : {"mutate", "validate"}) InternalErrorSeries(endpoint);
-  // Denials by rule, every rule from 0: a rule's first denial is then an increase that rate()
-  // sees (a series born at 1 shows none). One series a rule; fixes and warnings appear as made.
+  // Denials by rule (and audit mode's would-be denials), every rule from 0: a rule's first denial
+  // is then an increase that rate() sees (a series born at 1 shows none). One series a rule;
+  // fixes and warnings appear as made.
   for (const core::Rule* rule : core::RuleRegistry::All()) {
     FindingSeries(rule->Info().id, core::LevelName(core::Level::Deny));
+    AuditFindingSeries(rule->Info().id, core::LevelName(core::Level::Deny));
   }
   for (const char* result : {"success", "failure"}) {
     certificate_reloads_.Add({{"result", result}});
@@ -85,6 +91,11 @@ prometheus::Counter& Metrics::FindingSeries(std::string_view rule, std::string_v
                 {{"rule", std::string(rule)}, {"level", std::string(level)}});
 }
 
+prometheus::Counter& Metrics::AuditFindingSeries(std::string_view rule, std::string_view action) {
+  return Cached(audit_finding_series_, std::pair{rule, action}, audit_findings_,
+                {{"rule", std::string(rule)}, {"action", std::string(action)}});
+}
+
 prometheus::Counter& Metrics::InternalErrorSeries(std::string_view endpoint) {
   return Cached(internal_error_series_, endpoint, internal_errors_,
                 {{"endpoint", std::string(endpoint)}});
@@ -97,13 +108,15 @@ void Metrics::CountRequest(std::string_view endpoint, std::string_view result, d
 }
 
 void Metrics::CountAdmission(std::string_view endpoint, std::string_view result, double seconds,
-                             std::span<const core::Finding> findings) {
+                             std::span<const core::Finding> findings, bool audit) {
   std::lock_guard lock(mutex_);
   RequestSeries(endpoint, result).Increment();
   LatencySeries(endpoint).Observe(seconds);
   if (result == "error") InternalErrorSeries(endpoint).Increment();
   for (const auto& finding : findings) {
-    FindingSeries(finding.rule, core::LevelName(finding.level)).Increment();
+    const std::string_view level = core::LevelName(finding.level);
+    (audit ? AuditFindingSeries(finding.rule, level) : FindingSeries(finding.rule, level))
+        .Increment();
   }
 }
 

@@ -1,4 +1,5 @@
-// The webhook's metrics (requests, findings, latency, certificate and policy reloads), as
+// The webhook's metrics (requests, findings, audit findings, latency, certificate and policy
+// reloads), as
 // prometheus-cpp families in a registry: the process's (metrics::Global()) unless a test gives
 // its own. Thread-safe.
 #pragma once
@@ -37,9 +38,10 @@ class Metrics {
   void CountRequest(std::string_view endpoint, std::string_view result, double seconds);
   void CountFinding(std::string_view rule, std::string_view level);
   // One answered AdmissionReview: the request, its findings and, for result "error", an
-  // internal error.
+  // internal error. `audit`: the findings are what audit mode would have acted on, counted as
+  // audit findings by rule and action (their level) instead.
   void CountAdmission(std::string_view endpoint, std::string_view result, double seconds,
-                      std::span<const core::Finding> findings);
+                      std::span<const core::Finding> findings, bool audit = false);
   void CountInternalError(std::string_view endpoint);
   void CountCertificateReload(bool ok);
   void SetCertificateExpiry(std::int64_t unix_seconds);
@@ -57,11 +59,13 @@ class Metrics {
   prometheus::Counter& RequestSeries(std::string_view endpoint, std::string_view result);
   prometheus::Histogram& LatencySeries(std::string_view endpoint);
   prometheus::Counter& FindingSeries(std::string_view rule, std::string_view level);
+  prometheus::Counter& AuditFindingSeries(std::string_view rule, std::string_view action);
   prometheus::Counter& InternalErrorSeries(std::string_view endpoint);
 
   prometheus::Registry& registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& findings_;
+  prometheus::Family<prometheus::Counter>& audit_findings_;
   prometheus::Family<prometheus::Counter>& internal_errors_;
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Counter>& certificate_reloads_;
@@ -71,6 +75,7 @@ class Metrics {
   std::mutex mutex_;  // the caches below
   SeriesCache<prometheus::Counter> request_series_;
   SeriesCache<prometheus::Counter> finding_series_;
+  SeriesCache<prometheus::Counter> audit_finding_series_;
   std::map<std::string, prometheus::Histogram*, std::less<>> latency_series_;
   std::map<std::string, prometheus::Counter*, std::less<>> internal_error_series_;
 };

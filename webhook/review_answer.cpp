@@ -30,7 +30,7 @@ std::string EncodeAnswer(AdmissionOutcome& outcome) {
 }  // namespace
 
 ReviewAnswer AnswerReview(Endpoint endpoint, std::string_view body, const core::Policy& policy,
-                          const AdmitOptions& options) {
+                          const AdmitOptions& options, std::optional<core::Mode> mode) {
   ReviewAnswer answer;
   AdmissionRequest admission;
   try {
@@ -41,7 +41,7 @@ ReviewAnswer AnswerReview(Endpoint endpoint, std::string_view body, const core::
   }
   answer.decoded = true;
   answer.request = Summarize(admission);
-  answer.outcome = Admit(endpoint, std::move(admission), policy, options);
+  answer.outcome = Admit(endpoint, std::move(admission), policy, options, mode);
   answer.body = EncodeAnswer(answer.outcome);
   return answer;
 }

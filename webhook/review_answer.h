@@ -3,6 +3,7 @@
 // what serves. Pure: no I/O.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,8 +32,9 @@ struct ReviewAnswer {
 };
 
 // Never throws for any body: an undecodable body is `decoded == false`, a rule or encoding
-// failure is a denial (fail closed) counted as AdmitResult::Error.
+// failure is a denial (fail closed) counted as AdmitResult::Error. `mode`: Admit's.
 ReviewAnswer AnswerReview(Endpoint endpoint, std::string_view body, const core::Policy& policy,
-                          const AdmitOptions& options);
+                          const AdmitOptions& options,
+                          std::optional<core::Mode> mode = std::nullopt);
 
 }  // namespace ncclguard::webhook

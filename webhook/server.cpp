@@ -32,9 +32,21 @@ std::int64_t NowNs() {
       .count();
 }
 
-std::optional<Endpoint> AdmissionEndpoint(const std::string& path) {
-  if (path == "/mutate") return Endpoint::Mutate;
-  if (path == "/validate") return Endpoint::Validate;
+// An admission path: its endpoint and the mode it names. kube-apiserver sends a namespace labelled
+// ncclguard.io/mode=enforce to the /enforce paths, one labelled audit to /validate/audit (audit
+// changes nothing: it has no mutating path), any other to the plain paths, where the policy's
+// mode holds.
+struct AdmissionRoute {
+  Endpoint endpoint;
+  std::optional<core::Mode> mode;
+};
+
+std::optional<AdmissionRoute> AdmissionEndpoint(const std::string& path) {
+  if (path == "/mutate") return AdmissionRoute{Endpoint::Mutate, std::nullopt};
+  if (path == "/validate") return AdmissionRoute{Endpoint::Validate, std::nullopt};
+  if (path == "/mutate/enforce") return AdmissionRoute{Endpoint::Mutate, core::Mode::Enforce};
+  if (path == "/validate/enforce") return AdmissionRoute{Endpoint::Validate, core::Mode::Enforce};
+  if (path == "/validate/audit") return AdmissionRoute{Endpoint::Validate, core::Mode::Audit};
   return std::nullopt;
 }
 
@@ -374,8 +386,8 @@ void WebhookServer::Route(const std::shared_ptr<Exchange>& exchange) {
   const http_request& request = exchange->request();
   const std::string& path = exchange->path();
   if (request.method() == methods::GET && ServeStatusPage(*exchange)) return;
-  const std::optional<Endpoint> endpoint = AdmissionEndpoint(path);
-  if (!endpoint) {
+  const std::optional<AdmissionRoute> route = AdmissionEndpoint(path);
+  if (!route) {
     return exchange->Refuse("other",
                             {status_codes::NotFound, "not_found", "no such path: " + path});
   }
@@ -384,24 +396,25 @@ void WebhookServer::Route(const std::shared_ptr<Exchange>& exchange) {
                                       request.method() + " " + path + ": use POST"});
   }
   if (auto refusal = CheckBodyHeaders(request.headers(), config_.max_body_bytes)) {
-    return exchange->Refuse(EndpointName(*endpoint), *refusal);
+    return exchange->Refuse(EndpointName(route->endpoint), *refusal);
   }
   if (!exchange->HoldBody(request.headers().content_length())) {
     return exchange->Refuse(
-        EndpointName(*endpoint),
+        EndpointName(route->endpoint),
         {status_codes::ServiceUnavailable, "busy",
          "the memory budget for reviews in flight (" +
              std::to_string(config_.max_in_flight_bytes >> 20) + " MiB) is spent; retry",
          /*close=*/true});
   }
   ReloadIfDue();
-  ReadReview(*endpoint, exchange);
+  ReadReview(route->endpoint, route->mode, exchange);
 }
 
-void WebhookServer::ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange) {
+void WebhookServer::ReadReview(Endpoint endpoint, std::optional<core::Mode> mode,
+                               std::shared_ptr<Exchange> exchange) {
   http_request& request = exchange->request();
   request.extract_utf8string(/*ignore_content_type=*/true)
-      .then([this, endpoint, exchange = std::move(exchange)](pplx::task<std::string> read) {
+      .then([this, endpoint, mode, exchange = std::move(exchange)](pplx::task<std::string> read) {
         std::string body;
         try {
           body = read.get();
@@ -418,7 +431,7 @@ void WebhookServer::ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exch
           return;
         }
         try {
-          AnswerReview(endpoint, *exchange, body);
+          AnswerReview(endpoint, mode, *exchange, body);
         } catch (const std::exception& e) {
           AnswerInternalError(exchange.get(), e.what());
         } catch (...) {
@@ -446,7 +459,8 @@ bool WebhookServer::ServeStatusPage(Exchange& exchange) {
 }
 
 // Decode, evaluate, encode: the review is parsed once and its object moved into the rules.
-void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body) {
+void WebhookServer::AnswerReview(Endpoint endpoint, std::optional<core::Mode> mode,
+                                 Exchange& exchange, const std::string& body) {
   const std::string_view endpoint_name = EndpointName(endpoint);
   ReviewAnswer answer;
   std::optional<Refusal> refusal;
@@ -455,7 +469,7 @@ void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const st
     // Every allocation of the review counts, from parsing to the answer's bytes.
     memory::BudgetScope budget(config_.max_review_bytes, &memory_pool_);
     try {
-      answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit);
+      answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit, mode);
     } catch (const memory::BudgetExceeded& e) {
       refusal =
           e.Pool() ? Refusal{status_codes::ServiceUnavailable, "busy",
@@ -479,8 +493,8 @@ void WebhookServer::AnswerReview(Endpoint endpoint, Exchange& exchange, const st
   }
   const AdmissionOutcome& outcome = answer.outcome;
   const double seconds = exchange.Seconds();
-  metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds,
-                          outcome.findings);
+  metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds, outcome.findings,
+                          outcome.audit);
   exchange.Reply(status_codes::OK, std::move(answer.body), "application/json");
   LogAdmission(endpoint_name, answer.request, outcome, seconds, memory_bytes);
 }

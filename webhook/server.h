@@ -1,5 +1,6 @@
 // The HTTPS admission server: cpprestsdk's listener with our OpenSSL context. Stateless; every
-// replica serves. Endpoints: POST /mutate, POST /validate, GET /healthz, /readyz, /metrics.
+// replica serves. Endpoints: POST /mutate, /validate (the policy's mode), /mutate/enforce,
+// /validate/enforce (enforce), /validate/audit (audit); GET /healthz, /readyz, /metrics.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,8 +100,10 @@ class WebhookServer {
   void Route(const std::shared_ptr<Exchange>& exchange);
   void AnswerInternalError(Exchange* exchange, const char* what) noexcept;
   bool ServeStatusPage(Exchange& exchange);  // GET /healthz, /readyz, /metrics
-  void ReadReview(Endpoint endpoint, std::shared_ptr<Exchange> exchange);
-  void AnswerReview(Endpoint endpoint, Exchange& exchange, const std::string& body);
+  void ReadReview(Endpoint endpoint, std::optional<core::Mode> mode,
+                  std::shared_ptr<Exchange> exchange);
+  void AnswerReview(Endpoint endpoint, std::optional<core::Mode> mode, Exchange& exchange,
+                    const std::string& body);
   void ReloadIfDue(bool force = false);
   void ReloadCertificate();
   void ReloadPolicy();

@@ -19,14 +19,23 @@ current-context: local
 KUBECONFIG
 }
 
-# point_webhooks_at <https://host:port>: the chart's webhook configurations call
-# <base>/mutate and <base>/validate instead of the chart's Service, which the API server cannot
-# reach without a kubelet and kube-proxy. caBundle is left as it is (the controller fills it).
+# point_webhooks_at <https://host:port>: every entry of the chart's webhook configurations calls
+# <base><its service path> (/mutate, /validate/audit, ...) instead of the chart's Service, which
+# the API server cannot reach without a kubelet and kube-proxy. caBundle is left as it is (the
+# controller fills it). The runtimes entry shares /validate.
 point_webhooks_at() {
-  local kind
-  for kind in mutatingwebhookconfiguration:mutate validatingwebhookconfiguration:validate; do
-    kubectl --request-timeout=20s patch "${kind%%:*}" ncclguard --type=json -p "[
-      {\"op\":\"remove\",\"path\":\"/webhooks/0/clientConfig/service\"},
-      {\"op\":\"add\",\"path\":\"/webhooks/0/clientConfig/url\",\"value\":\"$1/${kind##*:}\"}]" >/dev/null || return
+  local kind paths path patch i
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    paths=$(kubectl --request-timeout=20s get "$kind" ncclguard \
+      -o jsonpath='{range .webhooks[*]}{.clientConfig.service.path}{"\n"}{end}') || return
+    patch="" i=0
+    while IFS= read -r path; do
+      if [[ -n $path ]]; then
+        patch+="${patch:+,}{\"op\":\"remove\",\"path\":\"/webhooks/$i/clientConfig/service\"}"
+        patch+=",{\"op\":\"add\",\"path\":\"/webhooks/$i/clientConfig/url\",\"value\":\"$1$path\"}"
+      fi
+      i=$((i + 1))
+    done <<<"$paths"
+    [[ -z $patch ]] || kubectl --request-timeout=20s patch "$kind" ncclguard --type=json -p "[$patch]" >/dev/null || return
   done
 }

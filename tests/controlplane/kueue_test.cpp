@@ -490,6 +490,50 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
             "true");
 }
 
+// Audit mode (docs/operator.md "Audit mode"): in a namespace labelled ncclguard.io/mode=audit the
+// check answers Ready at once, while a node fails, saying what it would have held; Kueue admits
+// and resumes the job without the validated nodeSelector.
+TEST_F(KueueAdmissionCheck, InAnAuditNamespaceTheCheckIsReadyAtOnceSayingWhatItWouldHaveHeld) {
+  const json label = {{"metadata", {{"labels", {{"ncclguard.io/mode", "audit"}}}}}};
+  ASSERT_EQ(client_
+                ->Request("PATCH", "/api/v1/namespaces/" + namespace_, label.dump(),
+                          "application/merge-patch+json")
+                .status,
+            200);
+  MakeQueues(64, {check_});
+  for (const char* n : {"a", "b", "c"}) AddNode(n, "Pass");
+  AddNode("x", "Fail");
+  StartController(Options());
+  Create(Jobs(), BatchJob("train", 4));
+
+  const json workload = WaitForWorkload("train", [&](const json& w) {
+    return EntryOf(w, check_).value("state", "") == "Ready" && IsTrue(w, "Admitted");
+  });
+  ASSERT_FALSE(workload.is_null());
+  const json entry = EntryOf(workload, check_);
+  EXPECT_EQ(
+      entry.value("message", "")
+          .rfind("audit mode: ncclguard would hold this Workload until enough validated nodes "
+                 "exist, and did not: 3/4 " +
+                     InstanceType() + " nodes validated",
+                 0),
+      0u)
+      << entry.dump();
+  EXPECT_FALSE(entry.contains("podSetUpdates")) << entry.dump();
+  json resumed;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        resumed = Get(Jobs() + "/train");
+        return !resumed.value(json::json_pointer("/spec/suspend"), true);
+      },
+      kWait))
+      << resumed.dump();
+  EXPECT_FALSE(resumed.contains(
+      json::json_pointer("/spec/template/spec/nodeSelector/ncclguard.io~1validated")))
+      << resumed.dump();
+  EXPECT_FALSE(resumed.contains(json::json_pointer("/metadata/annotations/ncclguard.io~1gate")));
+}
+
 // Issue test 2: past the hold timeout the check answers Retry; Kueue releases the quota (the
 // Workload is evicted), requeues it after requeueAfterSeconds and counts the retry; once the
 // node passes the check is Ready and the job admitted.

@@ -311,6 +311,61 @@ TEST_F(OperatorAgainstApiServer, GatedPyTorchJobIsHeldThenReleased) {
   EXPECT_EQ(ConditionOf(job, "NcclDiagnosis")["status"], "False");
 }
 
+// Audit mode (docs/operator.md "Audit mode"): the webhook leaves jobs in a namespace labelled
+// ncclguard.io/mode=audit unmarked; the controller holds nothing and says, in a condition and an
+// Event the API server accepts (the JobSet's schema included), what it would have held.
+TEST_F(OperatorAgainstApiServer, AJobInAnAuditNamespaceIsNotHeldAndToldWhatWouldHaveHeldIt) {
+  const nlohmann::json label = {{"metadata", {{"labels", {{"ncclguard.io/mode", "audit"}}}}}};
+  ASSERT_EQ(client_
+                ->Request("PATCH", "/api/v1/namespaces/" + namespace_, label.dump(),
+                          "application/merge-patch+json")
+                .status,
+            200);
+  AddNode("a", "Pass");
+  AddNode("c", "Fail");
+  const std::string pytorchjobs = "/apis/kubeflow.org/v1/namespaces/" + namespace_ + "/pytorchjobs";
+  const std::string jobsets =
+      "/apis/jobset.x-k8s.io/v1alpha2/namespaces/" + namespace_ + "/jobsets";
+  // As the audit webhook admits them: no gate mark, not suspended.
+  nlohmann::json pytorchjob = GatedPyTorchJob("llama", 2);
+  pytorchjob["metadata"].erase("annotations");
+  pytorchjob["spec"].erase("runPolicy");
+  nlohmann::json jobset = GatedJobSet("sets");
+  jobset["metadata"].erase("annotations");
+  jobset["spec"]["suspend"] = false;
+  ASSERT_EQ(client_->Post(pytorchjobs, pytorchjob).status, 201);
+  ASSERT_EQ(client_->Post(jobsets, jobset).status, 201);
+
+  for (const auto& [key, path] :
+       {std::pair{JobKey{WorkloadKind::PyTorchJob, namespace_, "llama"}, pytorchjobs + "/llama"},
+        std::pair{JobKey{WorkloadKind::JobSet, namespace_, "sets"}, jobsets + "/sets"}}) {
+    const auto settled = Settle(key);
+    EXPECT_FALSE(settled.requeue_after) << "nothing is held: nothing to wait for";
+    const nlohmann::json job = Get(path);
+    EXPECT_FALSE(job["metadata"].contains("annotations") &&
+                 job["metadata"]["annotations"].contains("ncclguard.io/gate"))
+        << job.dump();
+    if (key.kind == WorkloadKind::JobSet) {
+      EXPECT_EQ(job["spec"]["suspend"], false);
+    } else {
+      EXPECT_FALSE(job["spec"].contains("runPolicy")) << job.dump();
+    }
+    const auto preflight = ConditionOf(job, "NcclPreflight");
+    EXPECT_EQ(preflight["status"], "False") << job.dump();
+    EXPECT_EQ(preflight["reason"], "WouldHold");
+    EXPECT_EQ(preflight["message"].get<std::string>().rfind(
+                  "audit mode: ncclguard would hold this job until enough validated nodes exist, "
+                  "and did not: 1/",
+                  0),
+              0u)
+        << preflight;
+  }
+  const nlohmann::json events = Get("/apis/events.k8s.io/v1/namespaces/" + namespace_ + "/events");
+  int would_hold = 0;
+  for (const auto& e : events["items"]) would_hold += e["reason"] == "WouldHold" ? 1 : 0;
+  EXPECT_EQ(would_hold, 2) << events.dump();
+}
+
 TEST_F(OperatorAgainstApiServer, BatchJobAcceptsOurConditionsAndRelease) {
   const std::string jobs = "/apis/batch/v1/namespaces/" + namespace_ + "/jobs";
   nlohmann::json job{{"apiVersion", "batch/v1"},

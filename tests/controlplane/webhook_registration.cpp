@@ -26,6 +26,20 @@ std::string Base64(const std::string& bytes) {
   return {reinterpret_cast<const char*>(out.data()), static_cast<std::size_t>(written)};
 }
 
+std::vector<ChartWebhookEntry> ChartWebhookEntries() {
+  const auto mode = [](const char* op, nlohmann::json values) {
+    return nlohmann::json{{"key", "ncclguard.io/mode"}, {"operator", op}, {"values", values}};
+  };
+  const nlohmann::json policy = mode("NotIn", {"audit", "enforce"});
+  const nlohmann::json enforce = mode("In", {"enforce"});
+  return {{WebhookKind::Mutating, "mutate", "/mutate", policy, "Fail"},
+          {WebhookKind::Mutating, "mutate-enforce", "/mutate/enforce", enforce, "Fail"},
+          {WebhookKind::Validating, "validate", "/validate", policy, "Fail"},
+          {WebhookKind::Validating, "validate-enforce", "/validate/enforce", enforce, "Fail"},
+          {WebhookKind::Validating, "validate-audit", "/validate/audit", mode("In", {"audit"}),
+           "Ignore"}};
+}
+
 nlohmann::json WebhookConfiguration(const WebhookSpec& spec) {
   nlohmann::json webhook = {
       {"name", spec.name + ".ncclguard.test"},

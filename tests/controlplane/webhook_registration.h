@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "test_kube_client.h"
 
@@ -28,6 +29,21 @@ struct WebhookSpec {
   std::string side_effects = "None";
   int timeout_seconds = 5;
 };
+
+// One entry of the chart's webhook configurations (charts/ncclguard/templates/
+// webhook-configurations.yaml): ncclguard's path, and the expression on the namespace's
+// ncclguard.io/mode label that sends a namespace to it (audit mode, docs/operator.md).
+struct ChartWebhookEntry {
+  WebhookKind kind = WebhookKind::Mutating;
+  std::string name;  // the chart's name without ".ncclguard.io": "mutate", "validate-audit"...
+  std::string path;  // "/mutate", "/validate/audit"...
+  nlohmann::json mode_expression;  // a namespaceSelector matchExpressions entry
+  std::string failure_policy;      // "Fail", or "Ignore" for the audit entry
+};
+
+// The chart's entries with rules for namespaced objects: mutate, mutate-enforce, validate,
+// validate-enforce, validate-audit.
+std::vector<ChartWebhookEntry> ChartWebhookEntries();
 
 // The configuration object for `spec`, as sent to the API server.
 nlohmann::json WebhookConfiguration(const WebhookSpec& spec);

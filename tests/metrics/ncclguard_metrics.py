@@ -56,13 +56,17 @@ METRICS = {
     "ncclguard_webhook_requests_total": ("counter", _both([
         {"endpoint": "mutate", "result": "patched"}, {"endpoint": "mutate", "result": "skipped"},
         {"endpoint": "validate", "result": "allowed"}, {"endpoint": "validate", "result": "warned"},
-        {"endpoint": "validate", "result": "denied"}, {"endpoint": "runtimes", "result": "warned"},
+        {"endpoint": "validate", "result": "denied"}, {"endpoint": "validate", "result": "audited"},
+        {"endpoint": "runtimes", "result": "warned"},
         {"endpoint": "readyz", "result": "ok"}, {"endpoint": "healthz", "result": "ok"},
         {"endpoint": "metrics", "result": "ok"}, {"endpoint": "mutate", "result": "bad_request"}])),
     "ncclguard_webhook_findings_total": ("counter", _both([
         {"rule": "efa-resources-missing", "level": "fix"}, {"rule": "ipc-lock-missing", "level": "fix"},
         {"rule": "nccl-proto-invalid", "level": "deny"}, {"rule": "world-size-mismatch", "level": "deny"},
         {"rule": "image-unpinned", "level": "warn"}])),
+    "ncclguard_webhook_audit_findings_total": ("counter", _both([
+        {"rule": "nccl-proto-invalid", "action": "deny"}, {"rule": "efa-resources-missing", "action": "fix"},
+        {"rule": "image-unpinned", "action": "warn"}])),
     "ncclguard_webhook_internal_errors_total": ("counter", _leader([{"endpoint": "validate"}])),
     "ncclguard_webhook_request_duration_seconds": ("histogram", _both([
         {"endpoint": "mutate"}, {"endpoint": "validate"}])),

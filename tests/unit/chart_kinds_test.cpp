@@ -23,7 +23,8 @@ namespace {
 // (group, version, resource, operations) of one rule line.
 using RuleLine = std::tuple<std::string, std::string, std::string, std::string>;
 
-// The rule lines of each webhook in the template, by webhook name ("mutate.ncclguard.io", ...).
+// The rule lines of each webhook in the rendered chart, by webhook name ("mutate.ncclguard.io",
+// ...).
 std::map<std::string, std::set<RuleLine>> RulesByWebhook(const std::string& text) {
   static const std::regex webhook(R"(- name: (\S+\.ncclguard\.io))");
   static const std::regex rule(
@@ -57,13 +58,19 @@ std::set<RuleLine> Expected(const std::string& job_operations,
 }
 
 TEST(ChartWebhookRules, EveryKindOfTheKindTableAndNothingElse) {
-  const auto rules = RulesByWebhook(
-      ReadFile(SourcePath("charts/ncclguard/templates/webhook-configurations.yaml")));
-  ASSERT_EQ(rules.size(), 3u) << "three webhooks with rules";
-  // Fixes and the gate mark on CREATE; validation of jobs on CREATE and UPDATE; Trainer's
-  // runtimes (warnings only) apart.
-  EXPECT_EQ(rules.at("mutate.ncclguard.io"), Expected("CREATE"));
-  EXPECT_EQ(rules.at("validate.ncclguard.io"), Expected("CREATE, UPDATE"));
+  // The chart as rendered with its default values (scripts/render-manifests.sh keeps it so).
+  const auto rules = RulesByWebhook(ReadFile(SourcePath("manifests/ncclguard.yaml")));
+  ASSERT_EQ(rules.size(), 6u) << "six webhooks with rules";
+  // Fixes and the gate mark on CREATE; validation of jobs on CREATE and UPDATE, each for the
+  // namespaces of the policy's mode and for those labelled enforce (and audit: no fixes there);
+  // Trainer's runtimes (warnings only) apart.
+  for (const char* name : {"mutate.ncclguard.io", "mutate-enforce.ncclguard.io"}) {
+    EXPECT_EQ(rules.at(name), Expected("CREATE")) << name;
+  }
+  for (const char* name :
+       {"validate.ncclguard.io", "validate-enforce.ncclguard.io", "validate-audit.ncclguard.io"}) {
+    EXPECT_EQ(rules.at(name), Expected("CREATE, UPDATE")) << name;
+  }
   EXPECT_EQ(rules.at("runtimes.ncclguard.io"),
             Expected("CREATE, UPDATE", core::TemplateKinds(), false));
 }

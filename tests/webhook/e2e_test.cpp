@@ -1,14 +1,17 @@
 // End to end through the real kube-apiserver: the API server calls ncclguard's webhook server
 // (running in this process) over TLS through Mutating and Validating webhook configurations
-// that select namespaces labelled ncclguard.io/enabled=true, as the Helm chart registers them.
+// that select namespaces labelled ncclguard.io/enabled=true and route them by their
+// ncclguard.io/mode label, as the Helm chart registers them.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "controlplane_env.h"
 #include "core/guide.h"
+#include "core/policy.h"
 #include "manifests.h"
 #include "process.h"
 #include "served_webhook.h"
@@ -79,15 +82,29 @@ class WebhookEndToEnd : public ::testing::Test {
     for (const char* kind : {"PyTorchJob", "MPIJob", "JobSet"}) {
       testenv::ApplyCrds(*client_, testenv::JobCrd(kind));
     }
-    webhook_ = new ServedWebhook();
-    for (WebhookKind kind : {WebhookKind::Mutating, WebhookKind::Validating}) {
+    // The policy is a file the server reloads when it changes, as `ncclguard webhook
+    // --policy-file` reads a mounted NcclPolicy: empty, the defaults (enforce).
+    policy_file_ = testenv::MakeTempDir("ncclguard-e2e-policy") + "/policy.yaml";
+    WriteFile(policy_file_, "");
+    webhook_ = new ServedWebhook([](ServerConfig& config) {
+      config.policy_files = {policy_file_};
+      config.load_policy = [] {
+        std::ifstream in(policy_file_);
+        std::stringstream text;
+        text << in.rdbuf();
+        return core::ParsePolicy(text.str());
+      };
+    });
+    for (const testenv::ChartWebhookEntry& entry : testenv::ChartWebhookEntries()) {
       WebhookSpec spec;
-      spec.kind = kind;
-      spec.name = kind == WebhookKind::Mutating ? "mutate" : "validate";
-      spec.url = webhook_->Url(kind == WebhookKind::Mutating ? "/mutate" : "/validate");
+      spec.kind = entry.kind;
+      spec.name = entry.name;
+      spec.url = webhook_->Url(entry.path);
       spec.ca_bundle_pem = webhook_->ca_pem();
-      spec.rules = Rules(kind == WebhookKind::Validating);
-      spec.namespace_selector = {{"matchLabels", {{"ncclguard.io/enabled", "true"}}}};
+      spec.rules = Rules(entry.kind == WebhookKind::Validating);
+      spec.namespace_selector = {{"matchLabels", {{"ncclguard.io/enabled", "true"}}},
+                                 {"matchExpressions", json::array({entry.mode_expression})}};
+      spec.failure_policy = entry.failure_policy;
       spec.timeout_seconds = 10;
       registrations_.push_back(std::make_unique<WebhookRegistration>(*client_, spec));
     }
@@ -126,16 +143,25 @@ class WebhookEndToEnd : public ::testing::Test {
         {info.bin_dir + "/kubectl", "--kubeconfig", info.kubeconfig, verb, "-n", ns, "-f", file});
   }
 
+  // Writes the policy file; the server reads it on its next request after the reload interval.
+  static void WritePolicy(const std::string& yaml) { WriteFile(policy_file_, yaml); }
+
+  static std::string JobPath(const std::string& ns, const std::string& name) {
+    return "/apis/kubeflow.org/v1/namespaces/" + ns + "/pytorchjobs/" + name;
+  }
+
   static TestKubeClient* client_;
   static ServedWebhook* webhook_;
   static std::vector<std::unique_ptr<WebhookRegistration>> registrations_;
   static std::string enabled_;
+  static std::string policy_file_;
 };
 
 TestKubeClient* WebhookEndToEnd::client_ = nullptr;
 ServedWebhook* WebhookEndToEnd::webhook_ = nullptr;
 std::vector<std::unique_ptr<WebhookRegistration>> WebhookEndToEnd::registrations_;
 std::string WebhookEndToEnd::enabled_;
+std::string WebhookEndToEnd::policy_file_;
 
 TEST_F(WebhookEndToEnd, APodMissingEfaIpcLockEnvAndShmIsStoredFixed) {
   KubeResponse created = client_->Post(PodsPath(enabled_), BarePod("fixed"));
@@ -227,6 +253,111 @@ TEST_F(WebhookEndToEnd, AManagedJobIsSuspendedAndMarkedForTheGate) {
       "PATCH", "/apis/kubeflow.org/v1/namespaces/" + enabled_ + "/pytorchjobs/gated",
       release.dump(), "application/merge-patch+json");
   EXPECT_EQ(patched.status, 200) << patched.body;
+}
+
+// Audit mode (docs/operator.md "Audit mode"): a namespace labelled ncclguard.io/mode=audit goes to
+// /validate/audit only. What an enforcing namespace denies is stored there unchanged, not held,
+// and kubectl shows why enforce mode would have denied it.
+TEST_F(WebhookEndToEnd, AnAuditNamespaceAdmitsWhatEnforceDeniesAndKubectlShowsWhy) {
+  const std::string audit = testenv::CreateTestNamespace(
+      *client_, "audit", {{"ncclguard.io/enabled", "true"}, {"ncclguard.io/mode", "audit"}});
+  const testenv::ProcessResult denied = Kubectl("create", PyTorchJob("proto", "fast"), enabled_);
+  EXPECT_NE(denied.exit_code, 0) << "the enforcing namespace denies it";
+
+  // The API server learns a new namespace's labels from its informer: wait until the namespace
+  // is routed to the audit entry.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        KubeResponse probe =
+            client_->Post("/apis/kubeflow.org/v1/namespaces/" + audit + "/pytorchjobs?dryRun=All",
+                          PyTorchJob("probe", "fast"));
+        return probe.status == 201;
+      },
+      seconds(15), std::chrono::milliseconds(200)));
+  const testenv::ProcessResult admitted = Kubectl("create", PyTorchJob("proto", "fast"), audit);
+  EXPECT_EQ(admitted.exit_code, 0) << admitted.stderr_text;
+  const std::string& err = admitted.stderr_text;
+  EXPECT_NE(err.find("Warning: ncclguard audit: would deny: [nccl-proto-invalid] "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(" + core::GuideLink(core::kDefaultGuideBaseUrl, "efa-config") + ")"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("Warning: ncclguard audit: would fix: [efa-resources-missing] "),
+            std::string::npos)
+      << err;
+  // Stored as written: no gate mark, not suspended.
+  const json stored = client_->Get(JobPath(audit, "proto")).Json();
+  EXPECT_FALSE(stored["metadata"].contains("annotations") &&
+               stored["metadata"]["annotations"].contains("ncclguard.io/gate"))
+      << stored.dump();
+  EXPECT_FALSE(stored["spec"].contains("runPolicy")) << stored.dump();
+  // A pod is stored unfixed (no mutating entry selects the namespace).
+  KubeResponse pod = client_->Post(PodsPath(audit), BarePod("unfixed"));
+  ASSERT_EQ(pod.status, 201) << pod.body;
+  EXPECT_FALSE(
+      pod.Json()["spec"]["containers"][0]["resources"]["limits"].contains("vpc.amazonaws.com/efa"));
+  client_->Delete("/api/v1/namespaces/" + audit);
+}
+
+// The policy's spec.mode switches the plain paths to audit and back without a restart; a
+// namespace labelled ncclguard.io/mode=enforce stays enforced throughout.
+TEST_F(WebhookEndToEnd, ThePolicysModeSwitchesWithoutARestartAndAnEnforceNamespaceStaysEnforced) {
+  const std::string enforce = testenv::CreateTestNamespace(
+      *client_, "enforce", {{"ncclguard.io/enabled", "true"}, {"ncclguard.io/mode", "enforce"}});
+  struct RestorePolicy {
+    ~RestorePolicy() { WritePolicy(""); }
+  } restore;
+  WritePolicy(
+      "apiVersion: ncclguard.io/v1alpha1\nkind: NcclPolicy\nmetadata: {name: default}\n"
+      "spec: {mode: audit}\n");
+  int attempt = 0;
+  // The server rereads the file on the first request after it changed.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        KubeResponse probe = client_->Post(
+            "/apis/kubeflow.org/v1/namespaces/" + enabled_ + "/pytorchjobs?dryRun=All",
+            PyTorchJob("switch-" + std::to_string(attempt++), "fast"));
+        return probe.status == 201;
+      },
+      seconds(15), std::chrono::milliseconds(100)))
+      << "the policy's audit mode never took effect";
+  const testenv::ProcessResult audited = Kubectl("create", PyTorchJob("audited", "fast"), enabled_);
+  EXPECT_EQ(audited.exit_code, 0) << audited.stderr_text;
+  EXPECT_NE(audited.stderr_text.find("Warning: ncclguard audit: would deny: [nccl-proto-invalid]"),
+            std::string::npos)
+      << audited.stderr_text;
+  const json stored = client_->Get(JobPath(enabled_, "audited")).Json();
+  EXPECT_FALSE(stored["spec"].contains("runPolicy")) << "not suspended: " << stored.dump();
+
+  // The enforce namespace, under the audit policy: denied by its own entry, and fixed.
+  const testenv::ProcessResult denied = Kubectl("create", PyTorchJob("proto", "fast"), enforce);
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_NE(denied.stderr_text.find(
+                "admission webhook \"validate-enforce.ncclguard.test\" denied the request"),
+            std::string::npos)
+      << denied.stderr_text;
+  KubeResponse pod = client_->Post(PodsPath(enforce), BarePod("fixed"));
+  ASSERT_EQ(pod.status, 201) << pod.body;
+  EXPECT_EQ(pod.Json()["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"],
+            "32");
+  KubeResponse gated = client_->Post("/apis/kubeflow.org/v1/namespaces/" + enforce + "/pytorchjobs",
+                                     PyTorchJob("gated", "Simple"));
+  ASSERT_EQ(gated.status, 201) << gated.body;
+  EXPECT_EQ(gated.Json()["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
+
+  // Back to enforce: the plain namespace denies again.
+  WritePolicy("mode: enforce\n");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        KubeResponse probe = client_->Post(
+            "/apis/kubeflow.org/v1/namespaces/" + enabled_ + "/pytorchjobs?dryRun=All",
+            PyTorchJob("back-" + std::to_string(attempt++), "fast"));
+        return probe.status == 403;
+      },
+      seconds(15), std::chrono::milliseconds(100)))
+      << "the switch back to enforce never took effect";
+  client_->Delete("/api/v1/namespaces/" + enforce);
 }
 
 }  // namespace

@@ -158,6 +158,65 @@ TEST_F(WebhookServerTest, ValidateDeniesWithAMessageAndCountsTheFinding) {
       std::string::npos);
 }
 
+// Audit mode's paths (docs/operator.md "Audit mode"): /validate/audit admits what /validate
+// denies, with warnings, counted as audited; /.../enforce enforce whatever the policy says.
+TEST(WebhookServerModes, ThePathNamesTheModeAndAuditIsCountedApart) {
+  ServedWebhook webhook([](ServerConfig& config) {
+    config.load_policy = [] {
+      core::Policy policy = core::Policy::Defaults();
+      policy.mode = core::Mode::Audit;
+      return policy;
+    };
+  });
+  Json pod = BarePod();
+  pod["spec"]["containers"][0]["env"] = Json::array({{{"name", "NCCL_PROTO"}, {"value", "fast"}}});
+  const std::string review = Review(pod).dump();
+  for (const char* path : {"/validate/audit", "/validate"}) {
+    const Json audited = Answer(Fetch(webhook.Url(path), webhook.ca_file(), review));
+    EXPECT_EQ(audited["allowed"], true) << path;
+    EXPECT_FALSE(audited.contains("status")) << path;
+    ASSERT_TRUE(audited["warnings"].is_array()) << path;
+    EXPECT_EQ(audited["warnings"][0].get<std::string>().rfind(
+                  "ncclguard audit: would deny: [nccl-proto-invalid] ", 0),
+              0u)
+        << audited["warnings"];
+  }
+  const Json mutated = Answer(Fetch(webhook.Url("/mutate"), webhook.ca_file(), review));
+  EXPECT_EQ(mutated["allowed"], true);
+  EXPECT_FALSE(mutated.contains("patch")) << "audit changes nothing";
+  const Json enforced = Answer(Fetch(webhook.Url("/validate/enforce"), webhook.ca_file(), review));
+  EXPECT_EQ(enforced["allowed"], false);
+  const Json fixed = Answer(Fetch(webhook.Url("/mutate/enforce"), webhook.ca_file(), review));
+  EXPECT_EQ(fixed["patchType"], "JSONPatch");
+  // Audit namespaces have no mutating path.
+  EXPECT_EQ(Fetch(webhook.Url("/mutate/audit"), webhook.ca_file(), review).status, 404);
+
+  const std::string metrics = Metrics(webhook);
+  for (const char* line :
+       {R"(ncclguard_webhook_requests_total{endpoint="validate",result="audited"} 2)",
+        R"(ncclguard_webhook_requests_total{endpoint="mutate",result="audited"} 1)",
+        R"(ncclguard_webhook_requests_total{endpoint="validate",result="denied"} 1)",
+        R"(ncclguard_webhook_requests_total{endpoint="mutate",result="patched"} 1)",
+        R"(ncclguard_webhook_audit_findings_total{action="deny",rule="nccl-proto-invalid"} 2)",
+        R"(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"} 1)"}) {
+    EXPECT_NE(metrics.find(std::string(line) + "\n"), std::string::npos) << line;
+  }
+}
+
+// The controller pushes the NcclPolicy's changes (UsePolicy): a switch of spec.mode takes effect
+// on the next request, without a restart.
+TEST_F(WebhookServerTest, APushedPolicysModeTakesEffectOnTheNextRequest) {
+  Json pod = BarePod();
+  pod["spec"]["containers"][0]["env"] = Json::array({{{"name", "NCCL_PROTO"}, {"value", "fast"}}});
+  const std::string review = Review(pod).dump();
+  auto audit = std::make_shared<core::Policy>(core::Policy::Defaults());
+  audit->mode = core::Mode::Audit;
+  webhook_.server().UsePolicy(audit);
+  EXPECT_EQ(Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), review))["allowed"], true);
+  webhook_.server().UsePolicy(std::make_shared<const core::Policy>(core::Policy::Defaults()));
+  EXPECT_EQ(Answer(Fetch(webhook_.Url("/validate"), webhook_.ca_file(), review))["allowed"], false);
+}
+
 TEST_F(WebhookServerTest, ARuleThatThrowsDeniesThatRequestOnlyAndIsCounted) {
   Json pod = BarePod();
   pod["metadata"]["annotations"] = {{"ncclguard.test/throw", "1"}};

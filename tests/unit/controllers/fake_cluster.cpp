@@ -24,6 +24,11 @@ void FakeCluster::AddNamespace(const std::string& name, bool enabled) {
   namespaces_[name] = ns;
 }
 
+void FakeCluster::LabelNamespace(const std::string& name, const std::string& key,
+                                 const std::string& value) {
+  namespaces_.at(name)["metadata"]["labels"][key] = value;
+}
+
 void FakeCluster::AddJob(Json job) {
   if (Str(job, "metadata", "uid").empty()) {
     job["metadata"]["uid"] = "uid-" + Str(job, "metadata", "name");

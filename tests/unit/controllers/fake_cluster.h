@@ -21,6 +21,8 @@ class FakeCluster : public controllers::ClusterView {
 
   // Objects; AddJob gives the job a uid and resourceVersion when it has none.
   void AddNamespace(const std::string& name, bool enabled);
+  // Sets a label on a namespace AddNamespace made (ncclguard.io/mode, say).
+  void LabelNamespace(const std::string& name, const std::string& key, const std::string& value);
   void AddJob(Json job);
   void AddPod(Json pod);
   void AddService(Json service);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "metrics/registry.h"
 
@@ -77,6 +78,36 @@ TEST(Metrics, TheSeriesAlertsReadStartAtZero) {
   EXPECT_TRUE(Has(
       text, R"(ncclguard_webhook_findings_total{level="deny",rule="efa-resources-missing"} 0)"));
   EXPECT_EQ(text.find(R"(level="fix")"), std::string::npos);
+}
+
+TEST(Metrics, AuditFindingsAreCountedByRuleAndActionNotAsFindings) {
+  prometheus::Registry registry;
+  Metrics metrics(registry);
+  core::Finding deny;
+  deny.rule = "nccl-proto-invalid";
+  deny.level = core::Level::Deny;
+  core::Finding fix;
+  fix.rule = "efa-resources-missing";
+  fix.level = core::Level::Fix;
+  const std::vector<core::Finding> findings{deny, fix, fix};
+  metrics.CountAdmission("validate", "audited", 0.001, findings, /*audit=*/true);
+  const std::string text = metrics.Render();
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_requests_total{endpoint="validate",result="audited"} 1)"));
+  EXPECT_TRUE(
+      Has(text,
+          R"(ncclguard_webhook_audit_findings_total{action="deny",rule="nccl-proto-invalid"} 1)"));
+  EXPECT_TRUE(Has(
+      text,
+      R"(ncclguard_webhook_audit_findings_total{action="fix",rule="efa-resources-missing"} 2)"));
+  // Enforce's counts are untouched: nothing was denied or fixed.
+  EXPECT_TRUE(
+      Has(text, R"(ncclguard_webhook_findings_total{level="deny",rule="nccl-proto-invalid"} 0)"));
+  EXPECT_EQ(text.find(R"(level="fix")"), std::string::npos);
+  // Every rule's would-be denials start at 0, as its denials do.
+  EXPECT_TRUE(Has(
+      text, R"(ncclguard_webhook_audit_findings_total{action="deny",rule="ipc-lock-missing"} 0)"));
+  EXPECT_EQ(text.find(R"(action="warn")"), std::string::npos);
 }
 
 TEST(Metrics, LabelValuesAreEscaped) {
