@@ -104,6 +104,13 @@ METRICS = {
         {"diagnosis": "efa-tcp-fallback"}, {"diagnosis": "nccl-watchdog-timeout"}, {"diagnosis": "container-oom-killed"}])),
     "ncclguard_pod_log_reads_total": ("counter", _leader([{"result": "read"}, {"result": "rate_limited"}])),
     "ncclguard_job_transports_total": ("counter", _leader([{"transport": "EFA"}, {"transport": "Socket"}])),
+    # The background audit (on the leader; a standby reports zeros).
+    "ncclguard_audit_results": ("gauge", _leader([{"result": "pass"}, {"result": "warn"}, {"result": "fail"}])),
+    "ncclguard_audit_findings": ("gauge", _leader([{"rule": "efa-resources-missing"}, {"rule": "ipc-lock-missing"},
+                                                   {"rule": "nccl-proto-invalid"}])),
+    "ncclguard_audit_reports_served": ("gauge", _both([{}])),
+    "ncclguard_audit_report_writes_total": ("counter", _leader([{"operation": "apply"}, {"operation": "delete"}])),
+    "ncclguard_audit_scan_duration_seconds": ("histogram", _leader([{}])),
     # Probe (one per GPU node).
     "ncclguard_probe_check_status": ("gauge", _probes(lambda t: [
         {"check": c, "status": "Fail" if (NODES[t][0], c) in FAILING else "Pass"} for c in CHECKS])),
@@ -119,6 +126,7 @@ HISTOGRAM_BUCKETS = {
     "ncclguard_workqueue_queue_duration_seconds": RECONCILE_BUCKETS,
     "ncclguard_workqueue_work_duration_seconds": RECONCILE_BUCKETS,
     "ncclguard_gate_hold_duration_seconds": HOLD_BUCKETS,
+    "ncclguard_audit_scan_duration_seconds": RECONCILE_BUCKETS,
 }
 
 

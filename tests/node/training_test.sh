@@ -720,6 +720,7 @@ fi
 # no event for are named here with the test that has one.
 declare -A not_here=(
   [ncclguard_kueue_admission_checks]="Kueue is not installed here (kueue_tests)"
+  [ncclguard_audit_findings]="the PolicyReport CRD is not installed here, so the background audit waits for it (audit_tests, node_audit_tests)"
 )
 documented="$(awk '/^## Metrics/ {on = 1; next} /^## / {on = 0} on' "$root/docs/operator.md" |
   grep -o '^| `ncclguard_[a-z_]*` | [a-z]*' | sed 's/^| `\([a-z_]*\)` | \([a-z]*\)$/\1 \2/')"
@@ -758,13 +759,14 @@ else
   fail "alerts: rules '$rule_health'; active: $loud"
 fi
 # The picture: every dashboard panel's query run against this Prometheus, drawn into one PNG
-# (kept in NCCLGUARD_NODE_TEST_KEEP when set). Empty allowed: Kueue (not installed here) and the
-# failing nodes now (the node passes again by now).
+# (kept in NCCLGUARD_NODE_TEST_KEEP when set). Empty allowed: Kueue (not installed here), the
+# failing nodes now (the node passes again by now) and the audit's findings (no PolicyReport CRD
+# here: the background audit waits for it).
 picture="${NCCLGUARD_NODE_TEST_KEEP:-$work}/ncclguard-dashboard.png"
 mkdir -p "$(dirname "$picture")"
 if "$root/scripts/node.sh" exec python3 "$root/scripts/render-dashboard.py" --prometheus "$prometheus_url" \
   --range "$((SECONDS - begin + 60))s" --step 5s --rate-interval 10s --out "$picture" --report "$work/panels.json" \
-  --require-data --allow-empty '^(Kueue admission checks|Failing nodes by check)$' >"$work/render.log" 2>&1 &&
+  --require-data --allow-empty '^(Kueue admission checks|Failing nodes by check|Audit findings by rule)$' >"$work/render.log" 2>&1 &&
   [[ -s "$picture" ]]; then
   pass "dashboard: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sum(1 for v in r.values() if v), "of", len(r), "panels with series")' "$work/panels.json") from the real Prometheus, drawn into $picture ($(stat -c %s "$picture") bytes)"
 else
