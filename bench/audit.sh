@@ -40,7 +40,6 @@ ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 # shellcheck source=../scripts/controlplane/versions.sh
 source "$root/scripts/controlplane/versions.sh"
 training_operator=$("$root/scripts/controlplane.sh" source-dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
-# KYVERNO_VERSION: pinned in versions.sh once the controller's audit lands.
 kyverno=$("$root/scripts/controlplane.sh" source-dir "github.com/kyverno/kyverno@${KYVERNO_VERSION:-v1.19.1}")
 controller_audits=0
 "$ncclguard" controller --help 2>&1 | grep -q -- --policy-reports && controller_audits=1

@@ -135,6 +135,8 @@ using Clock = std::chrono::steady_clock;
 const std::string kEveryNamespace;
 // While the reports are not served (or not listed yet): how often that is looked at again.
 constexpr std::chrono::seconds kServedRetry{5};
+// How long a changed namespace waits for more changes before it is audited and written.
+constexpr std::chrono::seconds kCoalesce{1};
 
 std::vector<std::string> InNamespace(const Json& object) {
   return {controllers::Meta(object, "namespace")};
@@ -144,10 +146,12 @@ std::vector<std::string> InNamespace(const Json& object) {
 // read its counts) and the run while leading.
 class AuditState {
  public:
-  // Queues `namespace_` while running; dropped otherwise (a run starts with every namespace).
+  // Queues `namespace_` while running, kCoalesce after the first change that is not yet audited
+  // (the pods of a job arrive together: one audit and one write for them all); dropped while not
+  // running (a run starts with every namespace).
   void Queue(const std::string& namespace_) {
     std::lock_guard lock(mutex_);
-    if (queue_ != nullptr) queue_->Add(namespace_);
+    if (queue_ != nullptr) queue_->AddAfter(namespace_, kCoalesce);
   }
   void Attach(kube::WorkQueue* queue) {
     std::lock_guard lock(mutex_);
@@ -283,6 +287,7 @@ class AuditRun {
       if (*key == kEveryNamespace) {
         AuditEverything();
       } else if (reports.HasSynced()) {
+        state_->SetServed(true);  // before AuditEverything's next look, when they came meanwhile
         Audit(*key);
       }
       queue.Done(*key);
