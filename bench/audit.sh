@@ -63,6 +63,7 @@ now() { date +%s.%N; }
 elapsed() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$2"; }
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 peak_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # Sum of the controller's report writes (every operation), 0 before the first.
 writes() {
   curl -sf "http://127.0.0.1:$port/metrics" |
@@ -191,8 +192,10 @@ for run in $(seq "$runs"); do
       fi
       sleep 0.5
     done
-    controller_json=$(printf '{"complete_s":"%s","cpu_s":%s,"peak_kb":%s,"writes":%s}' \
-      "$complete_s" "$(cpu_s "$controller_pid")" "$(peak_kb "$controller_pid")" "$(writes)")
+    cpu_then=$(cpu_s "$controller_pid") peak_then=$(peak_kb "$controller_pid") writes_then=$(writes)
+    sleep 5  # what stays once the first pass is over
+    controller_json=$(printf '{"complete_s":"%s","cpu_s":%s,"peak_kb":%s,"rss_kb":%s,"writes":%s}' \
+      "$complete_s" "$cpu_then" "$peak_then" "$(rss_kb "$controller_pid")" "$writes_then")
 
     # 4. CHANGED jobs of audit-0 changed; the namespace's reports must follow.
     before=$(writes)
@@ -253,7 +256,8 @@ if not done:
     sys.exit(1)
 c = lambda key: med([r["controller"][key] for r in done])
 print(f"  controller start -> reports complete: {med([float(r['controller']['complete_s']) for r in done]):.2f} s, "
-      f"{c('cpu_s'):.2f} CPU s, peak RSS {c('peak_kb') / 1024:.1f} MB, {c('writes'):.0f} report writes")
+      f"{c('cpu_s'):.2f} CPU s, peak RSS {c('peak_kb') / 1024:.1f} MB, {c('writes'):.0f} report writes; "
+      f"RSS 5 s later {c('rss_kb') / 1024:.1f} MB")
 followed = [r for r in done if r["change"]["follow_s"] != "timeout"]
 if followed:
     print(f"  {r0['change']['changed']} jobs changed in one namespace -> its reports follow: "

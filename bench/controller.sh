@@ -7,7 +7,8 @@
 #      created at once by 16 client threads: time until every one has its Service and is
 #      released (suspend false, gate=admitted), measured from the first create;
 #   4. PODS pods of those jobs created, then the controller's RSS once it stops growing.
-# Prints each run and the medians of RUNS runs (default 3).
+# Prints each run and the medians of RUNS runs (default 3). CONTROLLER_ARGS: more flags for the
+# controller (e.g. `--policy-reports=false`: the background audit off).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
@@ -57,7 +58,7 @@ for run in $(seq "$runs"); do
   "$ncclguard" controller --kubeconfig "$kubeconfig" --leader-elect=false --workers "$workers" \
     --health-listen 0 \
     --kube-api-qps "$qps" --kube-api-burst "$((qps * 2))" \
-    --log-level warn 2>"$work/controller.log" &
+    --log-level warn ${CONTROLLER_ARGS:-} 2>"$work/controller.log" &
   controller_pid=$!
   sleep 2  # caches of an almost empty cluster sync in well under a second
   idle_kb=$(rss_kb "$controller_pid")
