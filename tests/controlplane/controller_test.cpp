@@ -378,7 +378,15 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
     EXPECT_TRUE(Eventually([&] { return !Metric(held_series(kind)); }, 10s)) << kind;
   }
   EXPECT_TRUE(Eventually([&] { return !Metric(failed_check); }, 10s));
-  EXPECT_EQ(MetricOr0("ncclguard_gate_releases_total{kind=\"PyTorchJob\"}"), released_before + 1);
+  // Counted once the release patch has returned, a moment after the watch saw the job released.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return MetricOr0("ncclguard_gate_releases_total{kind=\"PyTorchJob\"}") ==
+               released_before + 1;
+      },
+      10s))
+      << MetricOr0("ncclguard_gate_releases_total{kind=\"PyTorchJob\"}") << " releases, "
+      << released_before << " before";
   EXPECT_GE(MetricOr0("ncclguard_gate_hold_duration_seconds_count{kind=\"PyTorchJob\"}"), 1);
   EXPECT_GT(MetricOr0("ncclguard_controller_reconcile_total{controller=\"trainingjob\",result="
                       "\"requeue_after\"}"),
