@@ -101,4 +101,15 @@ void Count(const JobChanges& changes, core::WorkloadKind kind, Metrics& metrics)
   if (changes.transport) metrics.CountTransport(*changes.transport);
 }
 
+bool CountedVersions::First(const std::string& version) {
+  std::lock_guard lock(mutex_);
+  if (!seen_.insert(version).second) return false;
+  order_.push_back(version);
+  if (order_.size() > kKeep) {
+    seen_.erase(order_.front());
+    order_.pop_front();
+  }
+  return true;
+}
+
 }  // namespace ncclguard::manager

@@ -5,7 +5,11 @@
 // the old resourceVersion and fails before the release (docs/operator.md "Metrics").
 #pragma once
 
+#include <cstddef>
+#include <deque>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,5 +38,20 @@ JobChanges ChangesOf(const controllers::JobKey& key, const std::optional<core::J
                      const controllers::ReconcileResult& result, controllers::Timestamp now);
 
 void Count(const JobChanges& changes, core::WorkloadKind kind, Metrics& metrics);
+
+// The cached versions of jobs whose changes were counted. A reconcile that reads a version again
+// (the informer has not seen its own release yet, and another event woke the job) repeats the
+// same writes; they are counted once. Keeps the last kKeep versions.
+class CountedVersions {
+ public:
+  // True the first time `version` ("<namespace>/<name>@<resourceVersion>") is given.
+  bool First(const std::string& version);
+
+ private:
+  static constexpr std::size_t kKeep = 4096;
+  std::mutex mutex_;
+  std::set<std::string> seen_;
+  std::deque<std::string> order_;
+};
 
 }  // namespace ncclguard::manager

@@ -201,7 +201,8 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
     return controllers::ReconcileTrainingJob(key, view, Now());
   };
   if (metrics != nullptr) {
-    spec.observe = [&caches, metrics](
+    auto counted = std::make_shared<CountedVersions>();
+    spec.observe = [&caches, metrics, counted](
                        const JobKey& key,
                        const controllers::ReconcileResult& result) -> std::function<void()> {
       if (!PatchesJob(key, result)) return nullptr;  // most reconciles: nothing to read
@@ -210,7 +211,11 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
       JobChanges changes =
           ChangesOf(key, job ? std::optional<Json>(*job) : std::nullopt, result, Now());
       if (!changes.released && changes.new_diagnoses.empty() && !changes.transport) return nullptr;
-      return [changes = std::move(changes), kind = key.kind, metrics] {
+      const std::string version = job ? kube::ObjectKey(key.namespace_, key.name) + "@" +
+                                            controllers::Meta(*job, "resourceVersion")
+                                      : std::string();
+      return [changes = std::move(changes), kind = key.kind, metrics, counted, version] {
+        if (!version.empty() && !counted->First(version)) return;  // counted from this version
         Count(changes, kind, *metrics);
       };
     };

@@ -138,5 +138,16 @@ TEST(DiagnosesNamed, OnlyRegisteredIdsOfATrueConditionCount) {
   EXPECT_TRUE(controllers::DiagnosesNamed(Json("junk")).empty());
 }
 
+// A reconcile that reads the version it has already released (its own patch not yet in the
+// cache, another event waking the job) repeats the release: counted once.
+TEST(CountedVersions, AVersionIsCountedOnceAndAnOldOneIsForgotten) {
+  manager::CountedVersions counted;
+  EXPECT_TRUE(counted.First("ml/llama@7"));
+  EXPECT_FALSE(counted.First("ml/llama@7"));
+  EXPECT_TRUE(counted.First("ml/llama@8"));
+  for (int i = 0; i < 5000; ++i) counted.First("ml/job-" + std::to_string(i) + "@1");
+  EXPECT_TRUE(counted.First("ml/llama@7")) << "bounded: the oldest versions are forgotten";
+}
+
 }  // namespace
 }  // namespace ncclguard::test
