@@ -418,6 +418,10 @@ int RunController(const ControllerOptions& options) {
     manager_options.runtimes_ready = [server = webhook.server.get()](core::RuntimeLookup lookup) {
       server->UseRuntimes(std::move(lookup));
     };
+    // And admits a job whose validated nodes exist without holding it (the gate's fast path).
+    manager_options.gate_ready = [server = webhook.server.get()](core::GateLookup lookup) {
+      server->UseGate(std::move(lookup));
+    };
   }
   const kube::StopToken stop;
   signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "controllers/job_kind.h"
+#include "controllers/node_supply.h"
 #include "controllers/pod_logs.h"
 #include "core/json.h"
 #include "core/policy.h"
@@ -27,6 +28,12 @@ class ClusterView {
   // Nodes whose label `label_key` equals `label_value` (the gate asks by instance type).
   virtual std::vector<Json> NodesWithLabel(std::string_view label_key,
                                            std::string_view label_value) const = 0;
+  // How the nodes of the demand's instance type stand, from an index kept up to date as nodes
+  // and NodeValidations change (manager/node_supply_index.h), judged with Policy(); nullopt: no
+  // index here, and CountNodes reads every node of the type.
+  virtual std::optional<NodeSupply> IndexedSupply(const NodeDemand& /*demand*/) const {
+    return std::nullopt;
+  }
   // The cluster-scoped NodeValidation named after the node.
   virtual std::optional<Json> NodeValidation(std::string_view node_name) const = 0;
   virtual std::optional<Json> Namespace(std::string_view name) const = 0;

@@ -106,24 +106,77 @@ std::string_view NodeStandingName(NodeStanding standing) {
   return "unvalidated";
 }
 
-NodeStanding StandingOf(const Json& node, const Json* validation, const core::Policy& policy,
-                        bool count_unvalidated, std::string* unhealthy_why) {
-  const std::string summary = validation != nullptr ? StatusField(*validation, "summary") : "";
-  if (summary == "Fail") return NodeStanding::kFailed;
-  const bool validated =
-      summary == "Pass" || summary == "Warn" || (summary.empty() && count_unvalidated);
+NodeFacts FactsOf(const Json* node, const Json* validation) {
+  NodeFacts facts;
+  if (validation != nullptr) {
+    facts.summary = StatusField(*validation, "summary");
+    if (facts.summary == "Fail") FirstFailure(*validation, facts.failed_check, facts.failed_detail);
+  }
+  if (node != nullptr) {
+    facts.cordoned = Cordoned(*node);
+    facts.hyperpod_node_health = core::HyperPodUnhealthy(*node, {true, false});
+    facts.hyperpod_deep_health = core::HyperPodUnhealthy(*node, {false, true});
+  }
+  return facts;
+}
+
+NodeStanding StandingOf(const NodeFacts& facts, const core::Policy& policy, bool count_unvalidated,
+                        std::string* unhealthy_why) {
+  if (facts.summary == "Fail") return NodeStanding::kFailed;
+  const bool validated = facts.summary == "Pass" || facts.summary == "Warn" ||
+                         (facts.summary.empty() && count_unvalidated);
   // A summary we do not know: treated as not yet validated.
   if (!validated) return NodeStanding::kUnvalidated;
-  if (Cordoned(node)) return NodeStanding::kCordoned;
-  if (const auto why = core::HyperPodUnhealthy(node, policy.gate.hyperpod)) {
+  if (facts.cordoned) return NodeStanding::kCordoned;
+  // HyperPod's health verdict first, then its deep health check (core::HyperPodUnhealthy).
+  const std::optional<std::string>& why =
+      policy.gate.hyperpod.node_health && facts.hyperpod_node_health ? facts.hyperpod_node_health
+      : policy.gate.hyperpod.deep_health_check                       ? facts.hyperpod_deep_health
+                                                                     : std::nullopt;
+  if (why) {
     if (unhealthy_why != nullptr) *unhealthy_why = *why;
     return NodeStanding::kUnhealthy;
   }
   return NodeStanding::kValidated;
 }
 
+NodeStanding StandingOf(const Json& node, const Json* validation, const core::Policy& policy,
+                        bool count_unvalidated, std::string* unhealthy_why) {
+  return StandingOf(FactsOf(&node, validation), policy, count_unvalidated, unhealthy_why);
+}
+
+void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
+           const core::Policy& policy) {
+  std::string why;
+  switch (StandingOf(facts, policy, policy.gate.count_unvalidated_nodes, &why)) {
+    case NodeStanding::kValidated:
+      ++supply.counted;
+      break;
+    case NodeStanding::kFailed:
+      if (supply.failed++ == 0) {
+        supply.failed_node = name;
+        supply.failed_check = facts.failed_check;
+        supply.failed_detail = facts.failed_detail;
+      }
+      break;
+    case NodeStanding::kUnvalidated:
+      ++supply.unprobed;
+      break;
+    case NodeStanding::kCordoned:
+      ++supply.cordoned;
+      break;
+    case NodeStanding::kUnhealthy:
+      if (supply.hyperpod_unhealthy++ == 0) {
+        supply.unhealthy_node = name;
+        supply.unhealthy_why = std::move(why);
+      }
+      break;
+  }
+}
+
 NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
                       const core::Policy& policy) {
+  if (auto indexed = view.IndexedSupply(demand)) return *std::move(indexed);
   NodeSupply supply;
   supply.instance_type = demand.instance_type;
   supply.needed = demand.nodes;
@@ -133,31 +186,7 @@ NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
   for (const Json& node : nodes) {
     const std::string name = Meta(node, "name");
     const auto validation = view.NodeValidation(name);
-    std::string why;
-    switch (StandingOf(node, validation ? &*validation : nullptr, policy,
-                       policy.gate.count_unvalidated_nodes, &why)) {
-      case NodeStanding::kValidated:
-        ++supply.counted;
-        break;
-      case NodeStanding::kFailed:
-        if (supply.failed++ == 0) {
-          supply.failed_node = name;
-          FirstFailure(*validation, supply.failed_check, supply.failed_detail);
-        }
-        break;
-      case NodeStanding::kUnvalidated:
-        ++supply.unprobed;
-        break;
-      case NodeStanding::kCordoned:
-        ++supply.cordoned;
-        break;
-      case NodeStanding::kUnhealthy:
-        if (supply.hyperpod_unhealthy++ == 0) {
-          supply.unhealthy_node = name;
-          supply.unhealthy_why = std::move(why);
-        }
-        break;
-    }
+    Tally(supply, name, FactsOf(&node, validation ? &*validation : nullptr), policy);
   }
   return supply;
 }

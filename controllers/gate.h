@@ -7,17 +7,12 @@
 #include <vector>
 
 #include "controllers/cluster_view.h"
+#include "controllers/node_supply.h"
 #include "core/json.h"
 #include "core/policy.h"
 #include "core/workload.h"
 
 namespace ncclguard::controllers {
-
-// Nodes of one instance type that a job's pods need.
-struct NodeDemand {
-  std::string instance_type;
-  std::int64_t nodes = 0;
-};
 
 // The nodes the job's GPU pod templates need, per instance type (sorted by name). GPUs of all
 // templates on one type are packed onto whole nodes (a lower bound, so the gate never waits for
@@ -31,39 +26,10 @@ std::vector<NodeDemand> NodeDemands(const Json& object,
                                     const std::vector<core::PodTemplate>& templates,
                                     const core::Policy& policy);
 
-// How the validated nodes of one instance type stand against a demand.
-struct NodeSupply {
-  std::string instance_type;
-  std::int64_t needed = 0;
-  std::int64_t counted = 0;   // nodes that count for the gate
-  std::int64_t cordoned = 0;  // otherwise counting nodes that are cordoned
-  std::int64_t unprobed =
-      0;  // nodes without a NodeValidation verdict (and the policy not counting them)
-  std::int64_t failed = 0;  // NodeValidation summary Fail
-  // Otherwise counting nodes that SageMaker HyperPod marks unhealthy (core/hyperpod.h); the
-  // first by name and why.
-  std::int64_t hyperpod_unhealthy = 0;
-  std::string unhealthy_node;
-  std::string unhealthy_why;
-  // The first failed node (by name) and the check that failed it, for the message.
-  std::string failed_node;
-  std::string failed_check;  // a node check id, "" when none is named
-  std::string failed_detail;
-};
-
+// The view's index when it keeps one (ClusterView::IndexedSupply), else every node of the type
+// read from the view.
 NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
                       const core::Policy& policy);
-
-// Where one node stands for the gate.
-enum class NodeStanding {
-  kValidated,    // counts: its NodeValidation passed (Pass or Warn), schedulable, healthy
-  kFailed,       // its NodeValidation's summary is Fail
-  kUnvalidated,  // no NodeValidation verdict yet (or one this build does not know)
-  kCordoned,     // validated but spec.unschedulable
-  kUnhealthy,    // validated but SageMaker HyperPod marks it unhealthy (core/hyperpod.h)
-};
-// "validated", "failed", "unvalidated", "cordoned", "unhealthy".
-std::string_view NodeStandingName(NodeStanding standing);
 
 // `validation`: the node's NodeValidation (null when none). With `count_unvalidated` (the
 // policy's gate.countUnvalidatedNodes) a node without a verdict is judged as a validated one;
@@ -90,5 +56,8 @@ core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_);
 // held before its namespace turned to audit and released for it.
 inline constexpr std::string_view kWouldHold = "WouldHold";
 inline constexpr std::string_view kReleasedForAudit = "AuditMode";
+// The NcclPreflight reason of a job admitted at creation (the gate's fast path) whose nodes no
+// longer suffice when the controller first sees it (else the reason is the gate's own).
+inline constexpr std::string_view kAdmittedAtCreation = "AdmittedAtCreation";
 
 }  // namespace ncclguard::controllers

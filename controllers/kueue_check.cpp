@@ -113,6 +113,7 @@ struct Answer {
   Json pod_set_updates;  // null: none
   std::optional<int> requeue_after_seconds;
   std::optional<std::chrono::seconds> recheck_after;
+  std::vector<std::string> waiting_for;  // ReconcileResult::waiting_for
 };
 
 // Audit mode (the Workload's namespace, core::ModeIn): Ready at once, with no podSetUpdates (the
@@ -138,7 +139,8 @@ Answer AuditAnswer(const Json& workload, const KueueObjects& kueue, const Cluste
     message = std::string("audit mode: ncclguard cannot read the Workload's pod sets (") +
               e.what() + "); enforce mode would hold it until they are fixed";
   }
-  return {std::string(core::kCheckReady), std::move(message), nullptr, std::nullopt, std::nullopt};
+  return {
+      std::string(core::kCheckReady), std::move(message), nullptr, std::nullopt, std::nullopt, {}};
 }
 
 Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView& view,
@@ -157,8 +159,11 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
     demands = NodeDemands(assigned, templates, policy);
   } catch (const std::exception& e) {  // InputError, or a JSON type error from a bad field
     return {std::string(core::kCheckPending),
-            std::string("ncclguard cannot read the Workload's pod sets: ") + e.what(), nullptr,
-            std::nullopt, std::nullopt};
+            std::string("ncclguard cannot read the Workload's pod sets: ") + e.what(),
+            nullptr,
+            std::nullopt,
+            std::nullopt,
+            {}};
   }
   GateVerdict verdict;
   if (!policy.gate.enabled) {
@@ -173,8 +178,12 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
       updates.push_back({{"name", pod_set.name},
                          {"nodeSelector", {{std::string(core::kValidatedNodeLabel), "true"}}}});
     }
-    return {std::string(core::kCheckReady), verdict.message,
-            updates.empty() ? Json(nullptr) : std::move(updates), std::nullopt, std::nullopt};
+    return {std::string(core::kCheckReady),
+            verdict.message,
+            updates.empty() ? Json(nullptr) : std::move(updates),
+            std::nullopt,
+            std::nullopt,
+            {}};
   }
   const Json* reserved = WorkloadCondition(workload, core::kKueueQuotaReserved);
   const auto since =
@@ -186,10 +195,19 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
             "not enough validated nodes within the hold timeout (" + std::to_string(hold.count()) +
                 "s); quota released, retrying in " +
                 std::to_string(policy.gate.retry_after_seconds) + "s: " + verdict.message,
-            nullptr, policy.gate.retry_after_seconds, std::nullopt};
+            nullptr,
+            policy.gate.retry_after_seconds,
+            std::nullopt,
+            {}};
   }
-  return {std::string(core::kCheckPending), verdict.message, nullptr, std::nullopt,
-          hold - (now - start)};
+  std::vector<std::string> waiting_for;
+  for (const NodeDemand& demand : demands) waiting_for.push_back(demand.instance_type);
+  return {std::string(core::kCheckPending),
+          verdict.message,
+          nullptr,
+          std::nullopt,
+          hold - (now - start),
+          std::move(waiting_for)};
 }
 
 // Our entry as it should be applied, or null when the current one says it already.
@@ -310,6 +328,7 @@ ReconcileResult ReconcileWorkloadChecks(const std::optional<Json>& workload,
     if (!entry.is_null()) entries.push_back(std::move(entry));
   }
   if (answer && answer->recheck_after) result.requeue_after = answer->recheck_after;
+  if (answer) result.waiting_for = answer->waiting_for;
   if (entries.empty()) return result;
   const core::ObjectRef ref = WorkloadRef(*workload);
   result.actions.push_back(

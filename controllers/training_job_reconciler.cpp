@@ -207,6 +207,7 @@ class JobReconcile {
       SetCondition({std::string(core::kPreflightCondition), "False", verdict.reason,
                     verdict.message, std::nullopt});
       result_.requeue_after = GateBackoff();
+      for (const NodeDemand& demand : demands_) result_.waiting_for.push_back(demand.instance_type);
       return verdict;
     }
     Json patch = Json::object();
@@ -301,6 +302,15 @@ class JobReconcile {
     if (preflight && preflight->status == "False") {
       SetCondition({std::string(core::kPreflightCondition), "True", "Admitted",
                     "released by the ncclguard gate", std::nullopt});
+    } else if (!preflight && !spec_error_ && !audit_) {
+      // Admitted at creation (the gate's fast path: its validated nodes existed), never held:
+      // the condition says so, with the count as it stands now.
+      const GateVerdict now = EvaluateGate(demands_, view_, policy_);
+      SetCondition({std::string(core::kPreflightCondition), "True",
+                    now.release ? now.reason : std::string(kAdmittedAtCreation),
+                    "admitted at creation, not held: " +
+                        now.message,
+                    std::nullopt});
     }
   }
 

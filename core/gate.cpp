@@ -62,18 +62,26 @@ JsonPointer SuspendPointer(WorkloadKind kind) {
   return JsonPointer(std::string(KindInfoOf(kind).suspend_field));
 }
 
-Json GateMarkPatch(const Json& job, WorkloadKind kind) {
-  Json ops = Json::array();
-  const std::string annotation_path =
-      "/metadata/annotations/" + EscapePointerToken(kGateAnnotation);
-  const Json annotations{{std::string(kGateAnnotation), std::string(kGatePending)}};
+namespace {
+
+// The operation that sets the gate annotation to `value`, adding its parents where missing.
+Json GateAnnotationOp(const Json& job, std::string_view value) {
+  const Json annotations{{std::string(kGateAnnotation), std::string(value)}};
   if (ObjectAt(job, JsonPointer("/metadata")) == nullptr) {
-    ops.push_back(AddOp("/metadata", Json{{"annotations", annotations}}));
-  } else if (ObjectAt(job, JsonPointer("/metadata/annotations")) == nullptr) {
-    ops.push_back(AddOp("/metadata/annotations", annotations));
-  } else {
-    ops.push_back(AddOp(annotation_path, std::string(kGatePending)));
+    return AddOp("/metadata", Json{{"annotations", annotations}});
   }
+  if (ObjectAt(job, JsonPointer("/metadata/annotations")) == nullptr) {
+    return AddOp("/metadata/annotations", annotations);
+  }
+  return AddOp("/metadata/annotations/" + EscapePointerToken(kGateAnnotation), std::string(value));
+}
+
+}  // namespace
+
+Json GateAdmitPatch(const Json& job) { return Json::array({GateAnnotationOp(job, kGateAdmitted)}); }
+
+Json GateMarkPatch(const Json& job, WorkloadKind kind) {
+  Json ops = Json::array({GateAnnotationOp(job, kGatePending)});
 
   // A kind without a suspend field is held by its pods' scheduling gate (PodSchedulingGatePatch).
   if (PodGated(KindInfoOf(kind))) return ops;

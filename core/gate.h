@@ -3,11 +3,14 @@
 // releases.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 
 #include "core/contract.h"
 #include "core/json.h"
+#include "core/policy.h"
+#include "core/trainjob.h"
 #include "core/workload.h"
 
 namespace ncclguard::core {
@@ -31,6 +34,18 @@ JsonPointer SuspendPointer(WorkloadKind kind);
 // decides when the job starts). Throws InputError when metadata/spec are not objects.
 // A kind that cannot be suspended (PodGated) gets only the annotation: its pods are held.
 Json GateMarkPatch(const Json& job, WorkloadKind kind);
+
+// The gate's fast path: whether the gate would release `job` at once, answered from the
+// controller's count of validated nodes (manager::WebhookSource, for the in-process webhook).
+// When it would, the webhook admits the job unsuspended, marked with GateAdmitPatch: a job on a
+// healthy cluster starts without the round trip through the controller. `runtimes` finds a
+// TrainJob's runtime.
+using GateLookup =
+    std::function<bool(const Json& job, const Policy& policy, const RuntimeLookup& runtimes)>;
+
+// RFC 6902 operations that annotate `job` ncclguard.io/gate=admitted, its suspend field left as
+// the submitter wrote it. Throws InputError when metadata is not an object.
+Json GateAdmitPatch(const Json& job);
 
 // The pod-level gate, for job kinds without a suspend field (KindInfo::PodGated): the webhook
 // adds the scheduling gate kSchedulingGate to their pods on CREATE (the pod stays

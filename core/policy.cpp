@@ -345,8 +345,8 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
     if (spec["gate"]) {
       const YAML::Node gate = RequireMap(spec["gate"], "spec.gate");
       CheckKeys(gate, "spec.gate",
-                {"enabled", "countUnvalidatedNodes", "deferToKueue", "holdTimeoutSeconds",
-                 "retryAfterSeconds", "hyperPod"});
+                {"enabled", "countUnvalidatedNodes", "deferToKueue", "admitWhenReady",
+                 "holdTimeoutSeconds", "retryAfterSeconds", "hyperPod"});
       if (gate["hyperPod"]) {
         const YAML::Node hyperpod = RequireMap(gate["hyperPod"], "spec.gate.hyperPod");
         CheckKeys(hyperpod, "spec.gate.hyperPod", {"nodeHealth", "deepHealthCheck"});
@@ -368,6 +368,10 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
       if (gate["deferToKueue"]) {
         policy.gate.defer_to_kueue =
             Scalar<bool>(gate["deferToKueue"], "spec.gate.deferToKueue", "true or false");
+      }
+      if (gate["admitWhenReady"]) {
+        policy.gate.admit_when_ready =
+            Scalar<bool>(gate["admitWhenReady"], "spec.gate.admitWhenReady", "true or false");
       }
       for (auto [key, field] : {std::pair{"holdTimeoutSeconds", &policy.gate.hold_timeout_seconds},
                                 std::pair{"retryAfterSeconds", &policy.gate.retry_after_seconds}}) {

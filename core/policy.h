@@ -75,6 +75,10 @@ struct GatePolicy {
   // A job labelled kueue.x-k8s.io/queue-name is left to Kueue: the webhook does not gate it, the
   // AdmissionCheck ncclguard.io/preflight holds its Workload instead (docs/operator.md).
   bool defer_to_kueue = true;
+  // The gate's fast path: a job whose validated nodes already exist when it is created is
+  // admitted unsuspended (the in-process webhook asks the controller's count, core/gate.h);
+  // false holds every job until the controller releases it.
+  bool admit_when_ready = true;
   // How long the AdmissionCheck stays Pending on a Workload with quota before answering Retry
   // (Kueue releases the quota and requeues the Workload after retry_after_seconds).
   int hold_timeout_seconds = 1800;

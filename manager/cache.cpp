@@ -1,5 +1,7 @@
 #include "manager/cache.h"
 
+#include "controllers/gate.h"
+
 #include <chrono>
 #include <stdexcept>
 
@@ -129,6 +131,12 @@ Caches::Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> read
     for (auto& [name, index] : entry.indexes) informer->AddIndex(name, std::move(index));
     informers_.emplace(key, std::move(informer));
   }
+  // Before any other handler: a reconcile woken by a node's change counts with it.
+  const auto nodes = informers_.find(Key(kube::resources::Nodes()));
+  const auto validations = informers_.find(Key(watched::NodeValidations()));
+  if (nodes != informers_.end() && validations != informers_.end()) {
+    supply_->Watch(*nodes->second, *validations->second);
+  }
 }
 
 kube::Informer& Caches::Get(const kube::ResourceRef& resource) const {
@@ -228,21 +236,52 @@ std::optional<Json> CacheView::Runtime(const core::RuntimeRef& ref,
   return RuntimeIn(caches_, ref, namespace_);
 }
 
-std::optional<Json> RuntimeSource::Find(const core::RuntimeRef& ref,
-                                        std::string_view namespace_) const {
-  std::lock_guard lock(mutex_);
+bool GateWouldRelease(const Caches& caches, const Json& job, const core::Policy& policy,
+                      const core::RuntimeLookup& runtimes) {
+  if (!caches.supply().watching() || !caches.nodes().HasSynced() ||
+      !caches.node_validations().HasSynced()) {
+    return false;
+  }
+  try {
+    const std::vector<controllers::NodeDemand> demands =
+        controllers::NodeDemands(job, policy, runtimes);
+    // Not owned: the view lives only for this call.
+    const CacheView view(caches, std::shared_ptr<const core::Policy>(
+                                     std::shared_ptr<const core::Policy>(), &policy));
+    return controllers::EvaluateGate(demands, view, policy).release;
+  } catch (const std::exception&) {  // InputError, a JSON type error: held, and said why
+    return false;
+  }
+}
+
+std::optional<Json> WebhookSource::FindRuntime(const core::RuntimeRef& ref,
+                                               std::string_view namespace_) const {
+  std::shared_lock lock(mutex_);
   if (caches_ == nullptr) return std::nullopt;
   return RuntimeIn(*caches_, ref, namespace_);
 }
 
-void RuntimeSource::Detach() {
-  std::lock_guard lock(mutex_);
+bool WebhookSource::GateWouldRelease(const Json& job, const core::Policy& policy,
+                                     const core::RuntimeLookup& runtimes) const {
+  std::shared_lock lock(mutex_);
+  return caches_ != nullptr && manager::GateWouldRelease(*caches_, job, policy, runtimes);
+}
+
+void WebhookSource::Detach() {
+  std::unique_lock lock(mutex_);
   caches_ = nullptr;
 }
 
-core::RuntimeLookup RuntimeSource::Lookup(std::shared_ptr<const RuntimeSource> source) {
+core::RuntimeLookup WebhookSource::Runtimes(std::shared_ptr<const WebhookSource> source) {
   return [source = std::move(source)](const core::RuntimeRef& ref, std::string_view ns) {
-    return source->Find(ref, ns);
+    return source->FindRuntime(ref, ns);
+  };
+}
+
+core::GateLookup WebhookSource::Gate(std::shared_ptr<const WebhookSource> source) {
+  return [source = std::move(source)](const Json& job, const core::Policy& policy,
+                                      const core::RuntimeLookup& runtimes) {
+    return source->GateWouldRelease(job, policy, runtimes);
   };
 }
 

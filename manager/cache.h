@@ -4,16 +4,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "controllers/cluster_view.h"
 #include "controllers/job_kind.h"
+#include "core/gate.h"
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "manager/controller_module.h"
+#include "manager/node_supply_index.h"
 #include "manager/pod_log_reader.h"
 
 namespace ncclguard::manager {
@@ -46,6 +49,10 @@ class Caches {
   kube::Informer& events() const;
   kube::Informer& policies() const;
 
+  // The gate's count of validated nodes per instance type, kept from the node and
+  // NodeValidation informers (whose handlers it adds first).
+  const NodeSupplyIndex& supply() const { return *supply_; }
+
   std::vector<kube::Informer*> All() const;
   void Start();
   void Stop();
@@ -54,6 +61,7 @@ class Caches {
  private:
   // By ResourceRef::CollectionPath().
   std::map<std::string, std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<NodeSupplyIndex> supply_ = std::make_unique<NodeSupplyIndex>();
 };
 
 // What the manager itself reads, for every controller: the NcclPolicy (PolicySource) and what
@@ -78,17 +86,29 @@ inline constexpr const char* kEventsByRegarding = "regarding";   // "<ns>/<kind>
 std::optional<core::Json> RuntimeIn(const Caches& caches, const core::RuntimeRef& ref,
                                     std::string_view namespace_);
 
-// The caches' runtimes for a reader that may outlive them (the in-process webhook): each Find
-// holds a lock that Detach, called before the caches go, waits for; after it, nothing is found.
-class RuntimeSource {
+// Whether the gate would release `job` now, from the caches (the gate's fast path, core/gate.h):
+// its demands met by the NodeSupplyIndex's count, as EvaluateGate would judge. False until the
+// nodes and NodeValidations have synced, and for a spec the gate cannot read (the controller
+// says why when it releases it).
+bool GateWouldRelease(const Caches& caches, const core::Json& job, const core::Policy& policy,
+                      const core::RuntimeLookup& runtimes);
+
+// What the in-process webhook reads of the caches, which it may outlive: Trainer's runtimes and
+// the gate's count. Each call holds a lock that Detach, called before the caches go, waits for;
+// after it, nothing is found and nothing is released at once.
+class WebhookSource {
  public:
-  explicit RuntimeSource(const Caches& caches) : caches_(&caches) {}
-  std::optional<core::Json> Find(const core::RuntimeRef& ref, std::string_view namespace_) const;
+  explicit WebhookSource(const Caches& caches) : caches_(&caches) {}
+  std::optional<core::Json> FindRuntime(const core::RuntimeRef& ref,
+                                        std::string_view namespace_) const;
+  bool GateWouldRelease(const core::Json& job, const core::Policy& policy,
+                        const core::RuntimeLookup& runtimes) const;
   void Detach();
-  static core::RuntimeLookup Lookup(std::shared_ptr<const RuntimeSource> source);
+  static core::RuntimeLookup Runtimes(std::shared_ptr<const WebhookSource> source);
+  static core::GateLookup Gate(std::shared_ptr<const WebhookSource> source);
 
  private:
-  mutable std::mutex mutex_;
+  mutable std::shared_mutex mutex_;
   const Caches* caches_;
 };
 
@@ -112,6 +132,11 @@ class CacheView : public controllers::ClusterView {
                                     std::string_view namespace_) const override;
   std::vector<core::Json> EventsAbout(std::string_view namespace_, std::string_view kind,
                                       std::string_view name) const override;
+  std::optional<controllers::NodeSupply> IndexedSupply(
+      const controllers::NodeDemand& demand) const override {
+    if (!caches_.supply().watching()) return std::nullopt;
+    return caches_.supply().Count(demand, *policy_);
+  }
   const core::Policy& Policy() const override { return *policy_; }
   std::vector<controllers::PodLogDigest> PodLogs(std::string_view namespace_,
                                                  std::string_view pod) const override {

@@ -14,6 +14,7 @@
 #include "manager/manager.h"
 #include "manager/projections.h"
 #include "manager/state_metrics.h"
+#include "manager/waiting_keys.h"
 #include "manager/wiring.h"
 
 namespace ncclguard::manager {
@@ -97,12 +98,6 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
   const auto all = [kueue](const Json&) {
     return kueue->Workloads([](const Json&) { return true; });
   };
-  // Nodes and their validations answer the Workloads whose check is still Pending.
-  const auto pending = [kueue](const Json&) {
-    const std::vector<std::string> checks = kueue->PreflightChecks();
-    return kueue->Workloads(
-        [&checks](const Json& workload) { return controllers::HasPendingCheck(workload, checks); });
-  };
   spec.watches.push_back(
       {kueue->workloads,
        [](const Json& workload) {
@@ -112,8 +107,11 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
        nullptr});
   spec.watches.push_back({kueue->admission_checks, all, nullptr});
   spec.watches.push_back({kueue->flavors, all, nullptr});
-  spec.watches.push_back({&caches.nodes(), pending, nullptr});
-  spec.watches.push_back({&caches.node_validations(), pending, nullptr});
+  // A node's change wakes the Workloads whose check waits for its instance type.
+  auto waiting = std::make_shared<WaitingKeys<WorkloadKey>>();
+  for (Watch<WorkloadKey>& watch : NodeChangeWatches<WorkloadKey>(caches, waiting)) {
+    spec.watches.push_back(std::move(watch));
+  }
   spec.watches.push_back({&caches.policies(), all, nullptr});
   // A namespace's labels changed (ncclguard.io/mode: audit answers Ready at once): its Workloads
   // still Pending.
@@ -138,7 +136,7 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
                                    labels(change.old_object) != labels(change.new_object);
                           }});
   spec.all_keys = [kueue] { return kueue->Workloads([](const Json&) { return true; }); };
-  spec.reconcile = [kueue, &caches, &policy](const WorkloadKey& key) {
+  spec.reconcile = [kueue, &caches, &policy, waiting](const WorkloadKey& key) {
     const CacheView view(caches, policy.Current());
     controllers::KueueObjects objects;
     objects.preflight_checks = kueue->PreflightChecks();
@@ -148,9 +146,11 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
     };
     const kube::CachedObject workload =
         kueue->workloads->Get(kube::ObjectKey(key.namespace_, key.name));
-    return controllers::ReconcileWorkloadChecks(
+    controllers::ReconcileResult result = controllers::ReconcileWorkloadChecks(
         workload ? std::optional<Json>(*workload) : std::nullopt, objects, view,
         std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    waiting->Record(key, result.waiting_for);
+    return result;
   };
   return spec;
 }

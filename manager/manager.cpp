@@ -64,7 +64,8 @@ class Manager::Impl final : public ModuleContext {
     }
     state_registration_ =
         std::make_unique<metrics::CollectorRegistration>(metrics_.registry(), state_);
-    if (options_.runtimes_ready) options_.runtimes_ready(RuntimeSource::Lookup(runtimes_));
+    if (options_.runtimes_ready) options_.runtimes_ready(WebhookSource::Runtimes(webhook_source_));
+    if (options_.gate_ready) options_.gate_ready(WebhookSource::Gate(webhook_source_));
   }
 
   ~Impl() {
@@ -72,7 +73,8 @@ class Manager::Impl final : public ModuleContext {
     state_registration_.reset();
     // Before the caches go: a lookup the webhook still holds finds nothing from here on.
     if (options_.runtimes_ready) options_.runtimes_ready({});
-    runtimes_->Detach();
+    if (options_.gate_ready) options_.gate_ready({});
+    webhook_source_->Detach();
   }
 
   // ModuleContext
@@ -180,7 +182,7 @@ class Manager::Impl final : public ModuleContext {
   std::shared_ptr<kube::EventRecorder> recorder_;
   Executor executor_;
   PolicySource policy_;
-  std::shared_ptr<RuntimeSource> runtimes_ = std::make_shared<RuntimeSource>(caches_);
+  std::shared_ptr<WebhookSource> webhook_source_ = std::make_shared<WebhookSource>(caches_);
   std::vector<std::unique_ptr<Controller>> controllers_;
   std::vector<Runnable> runnables_;
   std::atomic<bool> started_{false};

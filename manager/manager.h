@@ -58,6 +58,9 @@ struct ManagerOptions {
   // Given where Kubeflow Trainer's runtimes are read (the caches) once they exist, and an empty
   // lookup before they go: the in-process webhook judges a TrainJob with its runtime.
   std::function<void(core::RuntimeLookup)> runtimes_ready;
+  // Given the gate's fast path (core/gate.h) over the caches once they exist, and an empty lookup
+  // before they go: the in-process webhook admits a job unsuspended when its nodes are validated.
+  std::function<void(core::GateLookup)> gate_ready;
 };
 
 struct ManagerStats {

@@ -13,6 +13,7 @@
 #include "manager/projections.h"
 #include "manager/state_metrics.h"
 #include "manager/training_job_metrics.h"
+#include "manager/waiting_keys.h"
 
 namespace ncclguard::manager {
 namespace {
@@ -165,8 +166,11 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   const auto pending = [&caches](const Json&) {
     return Jobs(caches, [](const Json& job) { return controllers::GatePending(job); });
   };
-  spec.watches.push_back({&caches.nodes(), pending, nullptr});
-  spec.watches.push_back({&caches.node_validations(), pending, nullptr});
+  // A node's change wakes the held jobs waiting for its instance type, not every held job.
+  auto waiting = std::make_shared<WaitingKeys<JobKey>>();
+  for (Watch<JobKey>& watch : NodeChangeWatches<JobKey>(caches, waiting)) {
+    spec.watches.push_back(std::move(watch));
+  }
   // A held TrainJob's demand is its runtime's pods.
   for (const core::KindInfo& info : core::TemplateKinds()) {
     spec.watches.push_back({&caches.Get(watched::ForKind(info.kind)), pending, nullptr});
@@ -196,9 +200,11 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
                  ObservedCountsOf(change.old_object) != ObservedCountsOf(change.new_object));
        }});
   spec.all_keys = [&caches] { return Jobs(caches, [](const Json&) { return true; }); };
-  spec.reconcile = [&caches, &policy, pod_logs](const JobKey& key) {
+  spec.reconcile = [&caches, &policy, pod_logs, waiting](const JobKey& key) {
     const CacheView view(caches, policy.Current(), pod_logs);
-    return controllers::ReconcileTrainingJob(key, view, Now());
+    controllers::ReconcileResult result = controllers::ReconcileTrainingJob(key, view, Now());
+    waiting->Record(key, result.waiting_for);
+    return result;
   };
   if (metrics != nullptr) {
     auto counted = std::make_shared<CountedVersions>();

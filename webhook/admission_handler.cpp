@@ -76,8 +76,10 @@ std::vector<core::Finding> NewSince(std::vector<core::Finding> findings,
   return findings;
 }
 
+// `gate`: the gate's fast path (AdmitOptions::gate), none in audit mode.
 AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workload,
-                        const core::Policy& policy) {
+                        const core::Policy& policy, const core::GateLookup& gate,
+                        const core::RuntimeLookup& runtimes) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   if (request.operation != "CREATE") {
@@ -123,7 +125,14 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
   // ncclguard.io/preflight holds its Workload instead of the gate (unless the policy says not).
   const bool left_to_kueue = policy.gate.defer_to_kueue && core::QueuedByKueue(request.object);
   if (policy.gate.enabled && !left_to_kueue && core::IsManagedJob(request.object, workload.kind)) {
-    for (core::Json& op : core::GateMarkPatch(request.object, workload.kind)) {
+    // Enough validated nodes already: admitted as it is, no round trip through the controller.
+    // A kind whose pods the gate holds keeps the held path (its pods are gated as they come).
+    const bool admit_now = policy.gate.admit_when_ready && gate &&
+                           !core::PodGated(core::KindInfoOf(workload.kind)) &&
+                           gate(request.object, policy, runtimes);
+    outcome.gate = admit_now ? GateDecision::Admitted : GateDecision::Held;
+    for (core::Json& op : admit_now ? core::GateAdmitPatch(request.object)
+                                    : core::GateMarkPatch(request.object, workload.kind)) {
       ops.push_back(std::move(op));
     }
   }
@@ -140,7 +149,8 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
 // count a pod's twice).
 AdmissionOutcome AuditMutate(AdmissionRequest& request, const core::Workload& workload,
                              const core::Policy& policy) {
-  AdmissionOutcome outcome = Mutate(request, workload, policy);
+  AdmissionOutcome outcome = Mutate(request, workload, policy, {}, {});
+  outcome.gate = GateDecision::None;
   if (outcome.result == AdmitResult::Patched) outcome.result = AdmitResult::Audited;
   outcome.response.patch = nullptr;
   outcome.findings.clear();
@@ -243,7 +253,8 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
     std::optional<core::Workload> workload = core::ParseWorkload(request.object, options.runtimes);
     if (!workload) return skipped;
     if (endpoint == Endpoint::Validate) return Validate(request, *workload, policy, ref, audit);
-    return audit ? AuditMutate(request, *workload, policy) : Mutate(request, *workload, policy);
+    return audit ? AuditMutate(request, *workload, policy)
+                 : Mutate(request, *workload, policy, options.gate, options.runtimes);
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());
@@ -279,6 +290,18 @@ AdmissionOutcome AdmitRefused(AdmissionOutcome outcome) {
 
 std::string_view EndpointName(Endpoint endpoint) {
   return endpoint == Endpoint::Mutate ? "mutate" : "validate";
+}
+
+std::string_view GateDecisionName(GateDecision decision) {
+  switch (decision) {
+    case GateDecision::Held:
+      return "held";
+    case GateDecision::Admitted:
+      return "admitted";
+    case GateDecision::None:
+      break;
+  }
+  return "";
 }
 
 std::string_view AdmitResultName(AdmitResult result) {

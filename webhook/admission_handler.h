@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/finding.h"
+#include "core/gate.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "webhook/admission_review.h"
@@ -26,10 +27,18 @@ struct AdmitOptions {
   // Where a TrainJob's runtime is found (the controller's caches, for the in-process webhook);
   // none: a TrainJob is judged by itself.
   core::RuntimeLookup runtimes{};
+  // The gate's fast path (core/gate.h): a managed job the gate would release now is admitted
+  // unsuspended, ncclguard.io/gate=admitted. None: every managed job is held for the controller.
+  core::GateLookup gate{};
 };
 
 // How a request ended, for logs and metrics. Audited: answered in audit mode, admitted unchanged
 // although enforce mode would have changed or denied it, or warned about it.
+// What the gate made of a managed job's CREATE: held (suspended, ncclguard.io/gate=pending, for
+// the controller to release), or admitted at once (its validated nodes exist).
+enum class GateDecision { None, Held, Admitted };
+std::string_view GateDecisionName(GateDecision decision);  // "", "held", "admitted"
+
 enum class AdmitResult { Skipped, Allowed, Patched, Warned, Denied, Error, Audited };
 
 std::string_view AdmitResultName(AdmitResult result);
@@ -42,6 +51,7 @@ struct AdmissionOutcome {
   // Audit mode's validation: `findings` are what enforce mode would have acted on, said in the
   // warnings (AuditWarnings) and counted as audit findings, not as findings.
   bool audit = false;
+  GateDecision gate = GateDecision::None;
 };
 
 // Answers `request` in `mode`, the mode its path names (kube-apiserver routes a namespace

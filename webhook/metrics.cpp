@@ -52,7 +52,13 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Register(registry)
                               .Add({})),
       policy_reloads_(CounterFamily(registry, "ncclguard_webhook_policy_reloads_total",
-                                    "Policy file reloads after the file changed, by result.")) {
+                                    "Policy file reloads after the file changed, by result.")),
+      gate_decisions_(CounterFamily(
+          registry, "ncclguard_webhook_gate_decisions_total",
+          "Managed jobs created, by what the gate made of them: held (suspended until the "
+          "controller releases them) or admitted (their validated nodes already existed).")),
+      gate_held_(gate_decisions_.Add({{"decision", "held"}})),
+      gate_admitted_(gate_decisions_.Add({{"decision", "admitted"}})) {
   // The series an alert or a rate() reads start at 0 rather than missing until the first event.
   for (const char* endpoint : {"mutate", "validate"}) InternalErrorSeries(endpoint);
   // Denials by rule (and audit mode's would-be denials), every rule from 0: a rule's first denial
@@ -140,6 +146,10 @@ void Metrics::SetCertificateExpiry(std::int64_t unix_seconds) {
 
 void Metrics::CountPolicyReload(bool ok) {
   policy_reloads_.Add({{"result", ok ? "success" : "failure"}}).Increment();
+}
+
+void Metrics::CountGateDecision(bool admitted) {
+  (admitted ? gate_admitted_ : gate_held_).Increment();
 }
 
 std::string Metrics::Render() const { return metrics::Render(registry_); }

@@ -46,6 +46,8 @@ class Metrics {
   void CountCertificateReload(bool ok);
   void SetCertificateExpiry(std::int64_t unix_seconds);
   void CountPolicyReload(bool ok);
+  // A managed job's CREATE: held by the gate, or admitted at once (its nodes validated).
+  void CountGateDecision(bool admitted);
 
   // The text exposition of the registry these metrics are in (all of it).
   std::string Render() const;
@@ -71,6 +73,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& certificate_reloads_;
   prometheus::Gauge& certificate_expiry_;
   prometheus::Family<prometheus::Counter>& policy_reloads_;
+  prometheus::Family<prometheus::Counter>& gate_decisions_;
+  prometheus::Counter& gate_held_;
+  prometheus::Counter& gate_admitted_;
 
   std::mutex mutex_;  // the caches below
   SeriesCache<prometheus::Counter> request_series_;

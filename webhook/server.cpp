@@ -206,6 +206,18 @@ WebhookServer::WebhookServer(ServerConfig config)
       return (*runtimes)(ref, ns);
     };
   }
+  // And the gate's fast path, once the controller's caches give one (UseGate).
+  if (!config_.admit.gate) {
+    config_.admit.gate = [this](const core::Json& job, const core::Policy& policy,
+                                const core::RuntimeLookup& runtimes) {
+      std::shared_ptr<const core::GateLookup> gate;
+      {
+        std::lock_guard lock(state_mutex_);
+        gate = gate_;
+      }
+      return gate && (*gate)(job, policy, runtimes);
+    };
+  }
 }
 
 WebhookServer::~WebhookServer() {
@@ -221,6 +233,12 @@ void WebhookServer::UsePolicy(std::shared_ptr<const core::Policy> policy) {
   std::lock_guard lock(state_mutex_);
   policy_ = std::move(policy);
   policy_pushed_ = true;
+}
+
+void WebhookServer::UseGate(core::GateLookup gate) {
+  auto next = gate ? std::make_shared<const core::GateLookup>(std::move(gate)) : nullptr;
+  std::lock_guard lock(state_mutex_);
+  gate_ = std::move(next);
 }
 
 void WebhookServer::UseRuntimes(core::RuntimeLookup runtimes) {
@@ -495,6 +513,9 @@ void WebhookServer::AnswerReview(Endpoint endpoint, std::optional<core::Mode> mo
   const double seconds = exchange.Seconds();
   metrics_.CountAdmission(endpoint_name, AdmitResultName(outcome.result), seconds, outcome.findings,
                           outcome.audit);
+  if (outcome.gate != GateDecision::None) {
+    metrics_.CountGateDecision(outcome.gate == GateDecision::Admitted);
+  }
   exchange.Reply(status_codes::OK, std::move(answer.body), "application/json");
   LogAdmission(endpoint_name, answer.request, outcome, seconds, memory_bytes);
 }

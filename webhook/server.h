@@ -68,6 +68,9 @@ class WebhookServer {
   // Where TrainJobs' runtimes are read from now on (the controller's caches); an empty lookup:
   // nowhere, TrainJobs are judged by themselves (the default).
   void UseRuntimes(core::RuntimeLookup runtimes);
+  // The gate's fast path from now on (the controller's count of validated nodes, core/gate.h);
+  // an empty lookup: none, every managed job is held for the controller (the default).
+  void UseGate(core::GateLookup gate);
   ~WebhookServer();
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
@@ -120,6 +123,7 @@ class WebhookServer {
   std::shared_ptr<const core::Policy> policy_;
   bool policy_pushed_ = false;  // UsePolicy was called: the files no longer count
   std::shared_ptr<const core::RuntimeLookup> runtimes_;  // UseRuntimes; guarded as the two above
+  std::shared_ptr<const core::GateLookup> gate_;         // UseGate; guarded as the two above
   FileWatch certificate_watch_;
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};

@@ -558,6 +558,142 @@ TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertifi
   EXPECT_LT(std::chrono::steady_clock::now() - stopping, seconds(15));
 }
 
+// The gate's fast path through the real API server: the in-process webhook asks the controller's
+// count of validated nodes, admits a Job whose nodes exist unsuspended (ncclguard.io/gate=
+// admitted, no round trip), holds one that needs more, and the controller writes the admitted
+// one's NcclPreflight condition.
+TEST_F(WebhookCertsTest, ControllerCommandAdmitsAJobWhoseNodesAreValidatedAndHoldsTheRest) {
+  const std::string type = jobs_ + ".48xlarge";  // this test's own: no other test's nodes count
+  const std::vector<std::string> nodes = {jobs_ + "-a", jobs_ + "-b"};
+  for (const std::string& node : nodes) {
+    ASSERT_EQ(
+        admin_
+            ->Post("/api/v1/nodes",
+                   {{"apiVersion", "v1"},
+                    {"kind", "Node"},
+                    {"metadata",
+                     {{"name", node}, {"labels", {{"node.kubernetes.io/instance-type", type}}}}}})
+            .status,
+        201);
+    ASSERT_EQ(admin_
+                  ->Post("/apis/ncclguard.io/v1alpha1/nodevalidations",
+                         {{"apiVersion", "ncclguard.io/v1alpha1"},
+                          {"kind", "NodeValidation"},
+                          {"metadata", {{"name", node}}}})
+                  .status,
+              201);
+    ASSERT_EQ(
+        admin_
+            ->Request("PATCH", "/apis/ncclguard.io/v1alpha1/nodevalidations/" + node + "/status",
+                      json{{"status",
+                            {{"instanceType", type},
+                             {"summary", "Pass"},
+                             {"lastProbeTime", "2026-12-02T14:00:00Z"},
+                             {"probeVersion", "test"},
+                             {"checks", json::array()}}}}
+                          .dump(),
+                      "application/merge-patch+json")
+            .status,
+        200);
+  }
+  ASSERT_EQ(
+      admin_
+          ->Request("PATCH", "/api/v1/namespaces/" + jobs_,
+                    json{{"metadata", {{"labels", {{"ncclguard.io/enabled", "true"}}}}}}.dump(),
+                    "application/merge-patch+json")
+          .status,
+      200);
+  const int port = webhook::testing::FreePort();
+  const int metrics_port = webhook::testing::FreePort();
+  WebhookSpec jobs;
+  jobs.name = std::string(kConfiguration) + "-jobs";
+  jobs.url = "https://127.0.0.1:" + std::to_string(port) + "/mutate";
+  jobs.rules = json::array({{{"apiGroups", {"batch"}},
+                             {"apiVersions", {"v1"}},
+                             {"operations", {"CREATE"}},
+                             {"resources", {"jobs"}}}});
+  jobs.namespace_selector = {{"matchLabels", {{"ncclguard-cert-test", system_}}}};
+  Register(port);
+  registrations_.push_back(std::make_unique<WebhookRegistration>(*admin_, jobs));
+  ControllerProcess controller(
+      {"--kubeconfig", info_.kubeconfig, "--leader-elect=false", "--lease-namespace", system_,
+       "--webhook-cert-secret", kSecret, "--webhook-host", "127.0.0.1", "--webhook-listen",
+       "127.0.0.1:" + std::to_string(port), "--cert-dir", MakeTempDir("certs"), "--metrics-listen",
+       "127.0.0.1:" + std::to_string(metrics_port)});
+  // A managed Indexed Job of `pods` GPU pods on this test's instance type (one node a pod: the
+  // type is not in the catalog).
+  const auto job = [&](const std::string& name, int pods) {
+    return json{{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", name}, {"labels", {{"ncclguard.io/managed", "true"}}}}},
+                {"spec",
+                 {{"parallelism", pods},
+                  {"completions", pods},
+                  {"completionMode", "Indexed"},
+                  {"template",
+                   {{"spec",
+                     {{"restartPolicy", "Never"},
+                      {"nodeSelector", {{"node.kubernetes.io/instance-type", type}}},
+                      {"containers",
+                       {{{"name", "trainer"},
+                         {"image", "registry.example/train:1.0"},
+                         {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}}}}}}}}}};
+  };
+  const std::string collection = "/apis/batch/v1/namespaces/" + jobs_ + "/jobs";
+  const auto gate_of = [](const json& object) {
+    return object["metadata"].value("annotations", json::object()).value("ncclguard.io/gate", "");
+  };
+  // Once the webhook serves and the controller's caches hold the two nodes.
+  std::string seen;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const KubeResponse dry = admin_->Post(collection + "?dryRun=All", job("fits", 2));
+        seen = std::to_string(dry.status) + " " + dry.body.substr(0, 300);
+        return dry.status == 201 && gate_of(dry.Json()) == "admitted";
+      },
+      seconds(60)))
+      << seen << "\n"
+      << controller.Log();
+
+  const KubeResponse fits = admin_->Post(collection, job("fits", 2));
+  ASSERT_EQ(fits.status, 201) << fits.body;
+  EXPECT_EQ(gate_of(fits.Json()), "admitted");
+  EXPECT_FALSE(fits.Json()["spec"].value("suspend", false)) << "never suspended";
+  const KubeResponse big = admin_->Post(collection, job("big", 3));
+  ASSERT_EQ(big.status, 201) << big.body;
+  EXPECT_EQ(gate_of(big.Json()), "pending");
+  EXPECT_TRUE(big.Json()["spec"].value("suspend", false)) << "held: 2 of 3 nodes";
+
+  const auto preflight = [&](const std::string& name) {
+    const KubeResponse got = admin_->Get(collection + "/" + name);
+    for (const json& c : got.Json()["status"].value("conditions", json::array())) {
+      if (c.value("type", "") == "NcclPreflight") {
+        return c.value("status", "") + " " + c.value("reason", "") + ": " + c.value("message", "");
+      }
+    }
+    return std::string();
+  };
+  EXPECT_TRUE(Eventually(
+      [&] { return preflight("fits").starts_with("True ValidatedNodesAvailable: admitted at"); },
+      seconds(30)))
+      << preflight("fits") << "\n"
+      << controller.Log();
+  EXPECT_TRUE(Eventually(
+      [&] { return preflight("big").starts_with("False InsufficientValidatedNodes: 2/3"); },
+      seconds(30)))
+      << preflight("big");
+  const std::string text =
+      HttpBody("http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics");
+  EXPECT_GE(Sample(text, R"(ncclguard_webhook_gate_decisions_total{decision="admitted"})"), 2)
+      << "the dry run and the Job";
+  EXPECT_GE(Sample(text, R"(ncclguard_webhook_gate_decisions_total{decision="held"})"), 1);
+  EXPECT_EQ(controller.Stop(), 0) << controller.Log();
+  for (const std::string& node : nodes) {
+    admin_->Delete("/apis/ncclguard.io/v1alpha1/nodevalidations/" + node);
+    admin_->Delete("/api/v1/nodes/" + node);
+  }
+}
+
 TEST_F(WebhookCertsTest, ControllerCommandWithoutWebhookServesHealthEndpoints) {
   const int port = webhook::testing::FreePort();
   ControllerProcess controller({"--kubeconfig", info_.kubeconfig, "--leader-elect=false",

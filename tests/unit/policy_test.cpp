@@ -42,6 +42,7 @@ spec:
     collnet-on-efa: {enabled: false}
   gate:
     countUnvalidatedNodes: true
+    admitWhenReady: false
   rendezvousPort: 23456
 )");
   EXPECT_EQ(p.guide_base_url, "https://wiki.example/nccl");
@@ -55,6 +56,8 @@ spec:
   EXPECT_FALSE(p.RuleEnabled("collnet-on-efa"));
   EXPECT_TRUE(p.RuleEnabled("image-unpinned"));
   EXPECT_TRUE(p.gate.count_unvalidated_nodes);
+  EXPECT_FALSE(p.gate.admit_when_ready);
+  EXPECT_TRUE(core::Policy::Defaults().gate.admit_when_ready);
   EXPECT_EQ(p.rendezvous_port, 23456);
 }
 

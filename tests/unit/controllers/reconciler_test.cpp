@@ -279,6 +279,44 @@ TEST_F(Reconciler, AJobReleasedAtItsFirstLookGetsTheConditionButNoEvent) {
   EXPECT_EQ(Condition(job, "NcclPreflight")["reason"], "ValidatedNodesAvailable");
 }
 
+// A held job says which instance type it waits for: only a change of those nodes wakes it.
+TEST_F(Reconciler, AHeldJobWaitsForItsInstanceTypeAndAReleasedOneForNothing) {
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
+  EXPECT_TRUE(Reconcile(key_).waiting_for.empty()) << "four validated nodes now: released";
+  cluster_.AddJob(P5PyTorchJob("team-a", "big", 7, true));  // 8 nodes
+  EXPECT_EQ(Reconcile({WorkloadKind::PyTorchJob, "team-a", "big"}).waiting_for,
+            std::vector<std::string>{"p5.48xlarge"});
+}
+
+// The webhook admitted the job at creation (the gate's fast path: ncclguard.io/gate=admitted,
+// never suspended): the controller writes the NcclPreflight condition that says so, once.
+TEST_F(Reconciler, AJobAdmittedAtCreationGetsItsConditionAndNoRelease) {
+  Json job = P5PyTorchJob("team-a", "llama", 3, false);
+  job["metadata"]["annotations"]["ncclguard.io/gate"] = "admitted";
+  cluster_.AddJob(job);
+  AddP5Nodes(4, 0);
+  const auto result = Reconcile(key_);
+  EXPECT_TRUE(Only<RecordEvent>(result.actions).empty());
+  for (const MergePatch& p : Only<MergePatch>(result.actions)) EXPECT_TRUE(p.status_subresource);
+  ASSERT_EQ(cluster_.Apply(result.actions), 0);
+  const Json preflight = Condition(cluster_.JobObject(key_), "NcclPreflight");
+  EXPECT_EQ(preflight["status"], "True");
+  EXPECT_EQ(preflight["reason"], "ValidatedNodesAvailable");
+  EXPECT_EQ(preflight["message"],
+            "admitted at creation, not held: 4 validated p5.48xlarge nodes for 4 needed");
+  EXPECT_TRUE(Reconcile(key_).actions.empty());
+  // Nodes lost before the controller first looked: still True (it runs), saying so.
+  Json late = P5PyTorchJob("team-a", "late", 7, false);
+  late["metadata"]["annotations"]["ncclguard.io/gate"] = "admitted";
+  cluster_.AddJob(late);
+  const JobKey late_key{WorkloadKind::PyTorchJob, "team-a", "late"};
+  ASSERT_EQ(cluster_.Apply(Reconcile(late_key).actions), 0);
+  const Json late_preflight = Condition(cluster_.JobObject(late_key), "NcclPreflight");
+  EXPECT_EQ(late_preflight["status"], "True");
+  EXPECT_EQ(late_preflight["reason"], "AdmittedAtCreation");
+  EXPECT_EQ(cluster_.JobObject(late_key)["spec"]["runPolicy"].value("suspend", false), false);
+}
+
 TEST_F(Reconciler, CordonedAndUnprobedNodesDoNotCountUnlessThePolicySaysSo) {
   cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, true));  // 2 nodes
   cluster_.AddNode("a", "p5.48xlarge", "Pass", Json::array(), /*cordoned=*/true);

@@ -230,6 +230,66 @@ TEST(AdmitJob, TheGateKeepsExistingRunPolicyAndAnnotations) {
   EXPECT_EQ(marked["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
 }
 
+// The gate's fast path: the controller's count says the job's validated nodes exist.
+AdmitOptions CountSays(bool nodes_ready, int* asked = nullptr) {
+  AdmitOptions options;
+  options.gate = [nodes_ready, asked](const Json& job, const core::Policy&,
+                                      const core::RuntimeLookup&) {
+    if (asked != nullptr) ++*asked;
+    EXPECT_EQ(job.value("kind", ""), "PyTorchJob");
+    return nodes_ready;
+  };
+  return options;
+}
+
+TEST(AdmitJob, AJobWhoseValidatedNodesExistIsAdmittedUnsuspendedAndMarkedAdmitted) {
+  Json job = PyTorchJob();
+  job["metadata"]["annotations"] = {{"team", "llm"}};
+  const AdmissionOutcome outcome =
+      Admit(Endpoint::Mutate, Request(job), core::Policy::Defaults(), CountSays(true));
+  ASSERT_EQ(outcome.result, AdmitResult::Patched);
+  EXPECT_EQ(outcome.gate, GateDecision::Admitted);
+  const Json marked = Patched(job, outcome.response.patch);
+  EXPECT_EQ(marked["metadata"]["annotations"]["ncclguard.io/gate"], "admitted");
+  EXPECT_EQ(marked["metadata"]["annotations"]["team"], "llm");
+  // Not suspended: the operator starts it at once. Nothing else changed.
+  Json unmarked = marked;
+  unmarked["metadata"]["annotations"].erase("ncclguard.io/gate");
+  EXPECT_EQ(unmarked, job);
+}
+
+TEST(AdmitJob, AJobWhoseNodesAreNotThereIsHeldAsBefore) {
+  const AdmissionOutcome outcome =
+      Admit(Endpoint::Mutate, Request(PyTorchJob()), core::Policy::Defaults(), CountSays(false));
+  EXPECT_EQ(outcome.gate, GateDecision::Held);
+  const Json marked = Patched(PyTorchJob(), outcome.response.patch);
+  EXPECT_EQ(marked["spec"]["runPolicy"]["suspend"], true);
+  EXPECT_EQ(marked["metadata"]["annotations"]["ncclguard.io/gate"], "pending");
+  EXPECT_EQ(Mutate(PyTorchJob()).gate, GateDecision::Held);  // no count at all: held
+}
+
+TEST(AdmitJob, TheFastPathIsNotAskedWhenThePolicyTurnsItOffInAuditModeOrOnUpdate) {
+  int asked = 0;
+  core::Policy hold_all = core::Policy::Defaults();
+  hold_all.gate.admit_when_ready = false;
+  const AdmissionOutcome held =
+      Admit(Endpoint::Mutate, Request(PyTorchJob()), hold_all, CountSays(true, &asked));
+  EXPECT_EQ(held.gate, GateDecision::Held);
+  EXPECT_EQ(
+      Patched(PyTorchJob(), held.response.patch)["metadata"]["annotations"]["ncclguard.io/gate"],
+      "pending");
+  const AdmissionOutcome audited =
+      Admit(Endpoint::Mutate, Request(PyTorchJob()), core::Policy::Defaults(),
+            CountSays(true, &asked), core::Mode::Audit);
+  EXPECT_EQ(audited.gate, GateDecision::None);
+  EXPECT_TRUE(audited.response.patch.is_null());
+  Admit(Endpoint::Mutate, Request(PyTorchJob(), "UPDATE"), core::Policy::Defaults(),
+        CountSays(true, &asked));
+  EXPECT_EQ(asked, 0);
+  Admit(Endpoint::Mutate, Request(PyTorchJob()), core::Policy::Defaults(), CountSays(true, &asked));
+  EXPECT_EQ(asked, 1);
+}
+
 TEST(AdmitJob, BatchJobsAreGatedOnlyWithTheManagedLabel) {
   const Json job = Yaml(R"(
 apiVersion: batch/v1

@@ -1,0 +1,84 @@
+// What the gate counts: the nodes a job needs per instance type (NodeDemand), how the nodes of
+// that type stand (NodeSupply), and the few facts of one node that decide its standing
+// (NodeFacts), read once from its Node and NodeValidation so that an index can keep them
+// (manager/node_supply_index.h) instead of reading every node again for every held job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/json.h"
+#include "core/policy.h"
+
+namespace ncclguard::controllers {
+
+using core::Json;
+
+// Nodes of one instance type that a job's pods need.
+struct NodeDemand {
+  std::string instance_type;
+  std::int64_t nodes = 0;
+};
+
+// How the validated nodes of one instance type stand against a demand.
+struct NodeSupply {
+  std::string instance_type;
+  std::int64_t needed = 0;
+  std::int64_t counted = 0;   // nodes that count for the gate
+  std::int64_t cordoned = 0;  // otherwise counting nodes that are cordoned
+  std::int64_t unprobed =
+      0;  // nodes without a NodeValidation verdict (and the policy not counting them)
+  std::int64_t failed = 0;  // NodeValidation summary Fail
+  // Otherwise counting nodes that SageMaker HyperPod marks unhealthy (core/hyperpod.h); the
+  // first by name and why.
+  std::int64_t hyperpod_unhealthy = 0;
+  std::string unhealthy_node;
+  std::string unhealthy_why;
+  // The first failed node (by name) and the check that failed it, for the message.
+  std::string failed_node;
+  std::string failed_check;  // a node check id, "" when none is named
+  std::string failed_detail;
+
+  bool operator==(const NodeSupply&) const = default;
+};
+
+// Where one node stands for the gate.
+enum class NodeStanding {
+  kValidated,    // counts: its NodeValidation passed (Pass or Warn), schedulable, healthy
+  kFailed,       // its NodeValidation's summary is Fail
+  kUnvalidated,  // no NodeValidation verdict yet (or one this build does not know)
+  kCordoned,     // validated but spec.unschedulable
+  kUnhealthy,    // validated but SageMaker HyperPod marks it unhealthy (core/hyperpod.h)
+};
+// "validated", "failed", "unvalidated", "cordoned", "unhealthy".
+std::string_view NodeStandingName(NodeStanding standing);
+
+// What decides one node's standing, whatever the policy: the NodeValidation's summary and first
+// failing check, the Node's cordon and HyperPod's two verdicts (each read as if the policy
+// honoured it alone).
+struct NodeFacts {
+  std::string summary;  // NodeValidation status.summary, "" without one
+  std::string failed_check;
+  std::string failed_detail;
+  bool cordoned = false;
+  std::optional<std::string> hyperpod_node_health;  // why HyperPod's health verdict says no
+  std::optional<std::string> hyperpod_deep_health;  // why its deep health check says no
+
+  bool operator==(const NodeFacts&) const = default;
+};
+// `node` and `validation` may be null (not known).
+NodeFacts FactsOf(const Json* node, const Json* validation);
+
+// `count_unvalidated` (the policy's gate.countUnvalidatedNodes): a node without a verdict is
+// judged as a validated one. `unhealthy_why` receives HyperPod's word for a kUnhealthy node.
+NodeStanding StandingOf(const NodeFacts& facts, const core::Policy& policy, bool count_unvalidated,
+                        std::string* unhealthy_why = nullptr);
+
+// Counts one node of the supply's type, named `name`. Nodes are added in name order: the first
+// failed and the first unhealthy node are the ones the message names.
+void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
+           const core::Policy& policy);
+
+}  // namespace ncclguard::controllers
