@@ -15,6 +15,7 @@
 #include <string>
 
 #include "controllers/pod_logs.h"
+#include "core/gate.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "kube/client.h"
