@@ -28,6 +28,7 @@
 #include "kube/config.h"
 #include "kube/owner_reference.h"
 #include "manager/webhook_cert_manager.h"
+#include "manifests.h"
 #include "served_webhook.h"
 #include "test_kube_client.h"
 #include "webhook/server.h"
@@ -204,11 +205,18 @@ class WebhookCertsTest : public ::testing::Test {
     return options;
   }
 
-  // Both configurations named `ncclguard`, pointing at `port`, with an empty caBundle.
-  void Register(int port) {
+  // Both configurations named `ncclguard`, pointing at `port`, with an empty caBundle; with
+  // `jobs`, the mutating one also gets the CREATE of batch Jobs.
+  void Register(int port, bool jobs = false) {
     for (WebhookKind kind : {WebhookKind::Mutating, WebhookKind::Validating}) {
       WebhookSpec spec;
       spec.kind = kind;
+      if (jobs && kind == WebhookKind::Mutating) {
+        spec.rules.push_back({{"apiGroups", {"batch"}},
+                              {"apiVersions", {"v1"}},
+                              {"operations", {"CREATE"}},
+                              {"resources", {"jobs"}}});
+      }
       spec.name = kConfiguration;
       spec.url = "https://127.0.0.1:" + std::to_string(port) +
                  (kind == WebhookKind::Mutating ? "/mutate" : "/validate");
@@ -565,6 +573,8 @@ TEST_F(WebhookCertsTest, ControllerCommandServesTheWebhookWithSelfManagedCertifi
 TEST_F(WebhookCertsTest, ControllerCommandAdmitsAJobWhoseNodesAreValidatedAndHoldsTheRest) {
   const std::string type = jobs_ + ".48xlarge";  // this test's own: no other test's nodes count
   const std::vector<std::string> nodes = {jobs_ + "-a", jobs_ + "-b"};
+  ApplyCrds(*admin_, SourceDir() + "/crds/nodevalidation.yaml");
+  ApplyCrds(*admin_, SourceDir() + "/crds/ncclpolicy.yaml");
   for (const std::string& node : nodes) {
     ASSERT_EQ(
         admin_
@@ -605,16 +615,7 @@ TEST_F(WebhookCertsTest, ControllerCommandAdmitsAJobWhoseNodesAreValidatedAndHol
       200);
   const int port = webhook::testing::FreePort();
   const int metrics_port = webhook::testing::FreePort();
-  WebhookSpec jobs;
-  jobs.name = std::string(kConfiguration) + "-jobs";
-  jobs.url = "https://127.0.0.1:" + std::to_string(port) + "/mutate";
-  jobs.rules = json::array({{{"apiGroups", {"batch"}},
-                             {"apiVersions", {"v1"}},
-                             {"operations", {"CREATE"}},
-                             {"resources", {"jobs"}}}});
-  jobs.namespace_selector = {{"matchLabels", {{"ncclguard-cert-test", system_}}}};
-  Register(port);
-  registrations_.push_back(std::make_unique<WebhookRegistration>(*admin_, jobs));
+  Register(port, /*jobs=*/true);
   ControllerProcess controller(
       {"--kubeconfig", info_.kubeconfig, "--leader-elect=false", "--lease-namespace", system_,
        "--webhook-cert-secret", kSecret, "--webhook-host", "127.0.0.1", "--webhook-listen",
