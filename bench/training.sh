@@ -5,7 +5,9 @@
 #            the webhook (gate mark), the controller (release, headless Service) and the webhook
 #            again for each pod (fixes);
 #   without: after `helm uninstall ncclguard`: the operator and the kubelet alone.
-# The difference is ncclguard's cost. Master + 1 Worker, 4 GPUs each (the node poses as a
+# The difference is ncclguard's cost. A third set of runs turns the gate's fast path off
+# (NcclPolicy gate.admitWhenReady: false): every job held at admission and released by the
+# controller, as before issue 29. Master + 1 Worker, 4 GPUs each (the node poses as a
 # p5.48xlarge), each pod `sleep infinity` in an image the node has. Each run's job is deleted and
 # its pods gone before the next. Prints every run and the medians of RUNS runs (default 5).
 # Needs root, like the node. Usage: bench/training.sh
@@ -71,11 +73,21 @@ one_run() {
   printf '%s' "$t"
 }
 
-declare -a with=() without=()
+declare -a with=() held=() without=()
 for ((run = 1; run <= runs; run++)); do with+=("$(one_run)"); done
+# The same install with the gate's fast path off (NcclPolicy gate.admitWhenReady: false): every
+# job suspended at admission and released by the controller, the round trip of the earlier
+# releases. The webhook follows the policy without a restart; a dry-run create says when.
+kubectl patch ncclpolicy default --type=merge -p '{"spec":{"gate":{"admitWhenReady":false}}}' >/dev/null
+held_dry_run() {
+  [[ "$(kubectl apply --dry-run=server -f "$work/job.yaml" -o jsonpath='{.metadata.annotations.ncclguard\.io/gate}')" == pending ]]
+}
+until_true held_dry_run
+for ((run = 1; run <= runs; run++)); do held+=("$(one_run)"); done
 helm uninstall ncclguard -n ncclguard-system --wait >/dev/null
 for ((run = 1; run <= runs; run++)); do without+=("$(one_run)"); done
 
 echo "PyTorchJob (Master + Worker) kubectl apply -> all pods Running, $runs runs each:"
-echo "  with ncclguard:    ${with[*]} s; median $(printf '%s\n' "${with[@]}" | median) s"
+echo "  with ncclguard (admitted at creation): ${with[*]} s; median $(printf '%s\n' "${with[@]}" | median) s"
+echo "  with ncclguard, gate.admitWhenReady=false (held, released): ${held[*]} s; median $(printf '%s\n' "${held[@]}" | median) s"
 echo "  without ncclguard: ${without[*]} s; median $(printf '%s\n' "${without[@]}" | median) s"
