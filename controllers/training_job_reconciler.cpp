@@ -308,9 +308,7 @@ class JobReconcile {
       const GateVerdict now = EvaluateGate(demands_, view_, policy_);
       SetCondition({std::string(core::kPreflightCondition), "True",
                     now.release ? now.reason : std::string(kAdmittedAtCreation),
-                    "admitted at creation, not held: " +
-                        now.message,
-                    std::nullopt});
+                    "admitted at creation, not held: " + now.message, std::nullopt});
     }
   }
 
