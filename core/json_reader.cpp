@@ -1,5 +1,7 @@
 #include "core/json_reader.h"
 
+#include "core/json_access.h"
+
 #include <exception>
 #include <iterator>
 #include <memory>
@@ -37,22 +39,6 @@ void Dismantle(Json& value) noexcept {
       members.pop_back();
     }
   }
-}
-
-// Makes room for one more member. std::vector's own growth copies every member, its whole subtree
-// included (a pair with a const key is not nothrow-movable): quadratic in an object's size. Here
-// each value moves and only its key is copied. Capacity doubles, as std::vector's does.
-void Grow(Members& members) {
-  Members grown;
-  grown.reserve(members.empty() ? 1 : 2 * members.size());
-  try {
-    for (auto& [name, value] : members) grown.emplace_back(name, std::move(value));
-  } catch (...) {
-    // A key's copy was refused (a memory budget): the values go back, the tree stays whole.
-    for (std::size_t i = 0; i < grown.size(); ++i) members[i].second = std::move(grown[i].second);
-    throw;
-  }
-  members.swap(grown);
 }
 
 // Builds the tree from nlohmann's SAX events. A container is linked into its parent before its
@@ -102,7 +88,7 @@ class TreeBuilder {
       }
     }
     if (at == members.size()) {
-      if (members.size() == members.capacity()) Grow(members);
+      ReserveMember(*frame.container);
       members.emplace_back(std::move(name), nullptr);
     }
     frame.member = at;
