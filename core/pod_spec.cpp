@@ -62,7 +62,13 @@ std::optional<EnvVar> Container::Env(std::string_view wanted) const {
   // Kubernetes lets the last duplicate win.
   for (std::size_t i = 0; i < it->size(); ++i) {
     const Json& var = (*it)[i];
-    if (var.value("name", std::string{}) != wanted) continue;
+    // ReadTemplateFacts checked that every entry is an object with a string name; compared in
+    // place, not copied out (Env runs for each variable each rule asks about).
+    const auto var_name = var.find("name");
+    if (var_name == var.end() || !var_name->is_string() ||
+        var_name->get_ref<const std::string&>() != wanted) {
+      continue;
+    }
     EnvVar env{i, std::nullopt};
     const auto value = var.find("value");
     if (value != var.end() && value->is_string()) env.value = value->get<std::string>();
