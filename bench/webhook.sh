@@ -13,6 +13,8 @@ runs=${RUNS:-5}
 seconds=${SECONDS_PER_RUN:-5}
 connections=${CONNECTIONS:-8}
 threads=${THREADS:-2}
+# Another ncclguard binary to measure (a copy of an earlier build, for a before/after run).
+ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 "$root/scripts/build.sh" ncclguard ncclguard_loadgen ncclguard_bare_listener >/dev/null
 
 work=$(mktemp -d)
@@ -43,7 +45,7 @@ run_server() {  # name -> starts it in the background
   case $1 in
     bare) "$build/bench/webhook/ncclguard_bare_listener" "127.0.0.1:$port" "$work/tls.crt" \
             "$work/tls.key" "$threads" &;;
-    ncclguard) "$build/cli/ncclguard" webhook --listen "127.0.0.1:$port" \
+    ncclguard) "$ncclguard" webhook --listen "127.0.0.1:$port" \
                  --tls-cert-file "$work/tls.crt" --tls-key-file "$work/tls.key" \
                  --threads "$threads" 2>>"$work/webhook.log" &;;
   esac

@@ -159,6 +159,20 @@ std::optional<bool> ChildBool(const Json& node, std::string_view key, const Json
   return child->get<bool>();
 }
 
+void ReserveMember(Json& object) {
+  auto& members = static_cast<Json::object_t::Container&>(object.get_ref<Json::object_t&>());
+  if (members.size() < members.capacity()) return;
+  Json::object_t::Container grown;
+  grown.reserve(members.empty() ? 1 : 2 * members.size());
+  try {
+    for (auto& [name, value] : members) grown.emplace_back(name, std::move(value));
+  } catch (...) {
+    for (std::size_t i = 0; i < grown.size(); ++i) members[i].second = std::move(grown[i].second);
+    throw;
+  }
+  members.swap(grown);
+}
+
 std::string EscapePointerToken(std::string_view token) {
   std::string out;
   out.reserve(token.size());

@@ -29,6 +29,12 @@ std::optional<bool> ChildBool(const Json& node, std::string_view key, const Json
 // API server never stores such labels). The view lives as long as `object`.
 std::string_view LabelValue(const Json& object, std::string_view key);
 
+// Makes room in `object` (an object) for one more member. ordered_json's own growth copies every
+// member with its whole subtree (a pair with a const key is not nothrow-movable): quadratic in the
+// object's size. Here the values move and only the keys are copied; the capacity doubles, as
+// std::vector's does. Should a key's copy be refused (a memory budget), the object is left whole.
+void ReserveMember(Json& object);
+
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapePointerToken(std::string_view token);
 

@@ -1,5 +1,7 @@
 #include "core/json_reader.h"
 
+#include "core/json_access.h"
+
 #include <exception>
 #include <iterator>
 #include <memory>
@@ -85,7 +87,10 @@ class TreeBuilder {
         }
       }
     }
-    if (at == members.size()) members.emplace_back(std::move(name), nullptr);
+    if (at == members.size()) {
+      ReserveMember(*frame.container);
+      members.emplace_back(std::move(name), nullptr);
+    }
     frame.member = at;
     return true;
   }

@@ -13,6 +13,18 @@ const Json* FindIn(const Json& root, const JsonPointer& at) {
   return node.is_null() ? nullptr : &node;
 }
 
+// {"op": "add", "path": path, "value": value}, members in that order. Built member by member: an
+// initializer list would copy the value (a whole volume or env entry) once more.
+Json AddOperation(std::string path, Json value) {
+  Json op = Json::object();
+  auto& members = static_cast<Json::object_t::Container&>(op.get_ref<Json::object_t&>());
+  members.reserve(3);
+  members.emplace_back("op", "add");
+  members.emplace_back("path", std::move(path));
+  members.emplace_back("value", std::move(value));
+  return op;
+}
+
 }  // namespace
 
 PatchPlan::Created* PatchPlan::CreatedContaining(const JsonPointer& at, JsonPointer& relative) {
@@ -59,7 +71,7 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
     // is a list): the input's fault, said like every other field of the wrong type.
     throw InputError(parent.to_string() + ": expected an object, got " + parent_node->type_name());
   }
-  ops_.push_back(Json{{"op", "add"}, {"path", target.to_string()}, {"value", value}});
+  ops_.push_back(AddOperation(target.to_string(), value));
   JsonPointer relative;
   if (Created* created = CreatedContaining(parent, relative)) {
     created->value[relative][target.back()] = std::move(value);
@@ -78,7 +90,7 @@ void PatchPlan::Append(const JsonPointer& at, Json item) {
   if (!list->is_array()) {
     throw InputError(at.to_string() + ": expected a list, got " + list->type_name());
   }
-  ops_.push_back(Json{{"op", "add"}, {"path", at.to_string() + "/-"}, {"value", item}});
+  ops_.push_back(AddOperation(at.to_string() + "/-", item));
   JsonPointer relative;
   if (Created* created = CreatedContaining(at, relative))
     created->value[relative].push_back(std::move(item));

@@ -26,6 +26,8 @@ class PatchPlan {
   void Append(const JsonPointer& at, Json item);
 
   const std::vector<Json>& ops() const { return ops_; }
+  // The operations, moved out: the plan is spent.
+  std::vector<Json> TakeOps() { return std::move(ops_); }
   bool empty() const { return ops_.empty(); }
 
  private:

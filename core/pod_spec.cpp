@@ -7,14 +7,16 @@
 
 namespace ncclguard::core {
 
-std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
-  // Device counts are small; bounding them keeps later arithmetic (EFA per GPU) exact.
-  constexpr std::int64_t kMaxCount = 1'000'000;
+namespace {
+
+// Device counts are small; bounding them keeps later arithmetic (EFA per GPU) exact.
+constexpr std::int64_t kMaxCount = 1'000'000;
+
+// The count ParseCount reads, or nullopt where it throws: no pointer is built on this path.
+std::optional<std::int64_t> WholeCount(const Json& value) {
   if (value.is_number_integer()) {
     const auto count = value.get<std::int64_t>();
-    if (count < 0) throw InputError(at.to_string() + ": must not be negative");
-    if (count > kMaxCount)
-      throw InputError(at.to_string() + ": " + value.dump() + " is out of range");
+    if (count < 0 || count > kMaxCount) return std::nullopt;
     return count;
   }
   if (value.is_number_float()) {
@@ -39,6 +41,17 @@ std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
     if (suffix == "Ki") scale = 1024;
     if (digits > 0 && scale > 0 && count * scale <= kMaxCount) return count * scale;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::int64_t ParseCount(const Json& value, const JsonPointer& at) {
+  if (const auto count = WholeCount(value)) return *count;
+  if (value.is_number_integer()) {
+    if (value.get<std::int64_t>() < 0) throw InputError(at.to_string() + ": must not be negative");
+    throw InputError(at.to_string() + ": " + value.dump() + " is out of range");
+  }
   throw InputError(at.to_string() + ": expected a whole-number quantity, got " + value.dump());
 }
 
@@ -49,7 +62,13 @@ std::optional<EnvVar> Container::Env(std::string_view wanted) const {
   // Kubernetes lets the last duplicate win.
   for (std::size_t i = 0; i < it->size(); ++i) {
     const Json& var = (*it)[i];
-    if (var.value("name", std::string{}) != wanted) continue;
+    // ReadTemplateFacts checked that every entry is an object with a string name; compared in
+    // place, not copied out (Env runs for each variable each rule asks about).
+    const auto var_name = var.find("name");
+    if (var_name == var.end() || !var_name->is_string() ||
+        var_name->get_ref<const std::string&>() != wanted) {
+      continue;
+    }
     EnvVar env{i, std::nullopt};
     const auto value = var.find("value");
     if (value != var.end() && value->is_string()) env.value = value->get<std::string>();
@@ -67,16 +86,19 @@ std::optional<std::string> Container::Image() const {
 
 namespace {
 
+// The pointers that name a field in an error are built only when there is one to report.
 std::optional<std::int64_t> ResourceCount(const Json& container, const JsonPointer& at,
                                           std::string_view resource) {
   const Json* resources = ChildObject(container, "resources", at);
   if (resources == nullptr) return std::nullopt;
   for (const char* kind : {"limits", "requests"}) {
-    const Json* map = ChildObject(*resources, kind, at / "resources");
-    if (map == nullptr) continue;
+    const auto map = resources->find(kind);
+    if (map == resources->end() || map->is_null()) continue;
+    if (!map->is_object()) ChildObject(*resources, kind, at / "resources");  // throws
     const auto it = map->find(resource);
     if (it != map->end() && !it->is_null()) {
-      return ParseCount(*it, at / "resources" / kind / std::string(resource));
+      if (const auto count = WholeCount(*it)) return *count;
+      return ParseCount(*it, at / "resources" / kind / std::string(resource));  // throws
     }
   }
   return std::nullopt;

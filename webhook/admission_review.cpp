@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <string_view>
 
 namespace ncclguard::webhook {
 namespace {
@@ -131,28 +133,58 @@ std::string Base64Encode(std::string_view bytes) {
   return out;
 }
 
+namespace {
+
+// `text` as a JSON string, escaped as Json::dump escapes it; invalid UTF-8 is replaced (messages
+// quote user input) rather than thrown over while answering.
+void AppendJsonString(std::string& out, std::string_view text) {
+  out += core::Json(text).dump(-1, ' ', false, core::Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+// Written field by field in the order the answer has always had, the strings escaped by Json: the
+// bytes a Json tree of the answer would dump, without building one and copying the patch into it.
 std::string EncodeAdmissionReview(const AdmissionResponse& response) {
-  core::Json answer = core::Json::object();
-  answer["uid"] = response.uid;
-  answer["allowed"] = response.allowed;
+  std::string patch;
   if (response.allowed && response.patch.is_array() && !response.patch.empty()) {
-    answer["patchType"] = "JSONPatch";
-    answer["patch"] = Base64Encode(response.patch.dump());
+    patch = Base64Encode(response.patch.dump());  // strict: a patch must be valid UTF-8
   }
-  if (!response.warnings.empty()) answer["warnings"] = response.warnings;
+  std::string out;
+  out.reserve(192 + response.uid.size() + patch.size() + response.message.size());
+  out += R"({"apiVersion":")";
+  out += kApiVersion;
+  out += R"(","kind":"AdmissionReview","response":{"uid":)";
+  AppendJsonString(out, response.uid);
+  out += response.allowed ? R"(,"allowed":true)" : R"(,"allowed":false)";
+  if (!patch.empty()) {
+    out += R"(,"patchType":"JSONPatch","patch":")";  // base64 needs no escaping
+    out += patch;
+    out += '"';
+  }
+  if (!response.warnings.empty()) {
+    out += R"(,"warnings":[)";
+    for (std::size_t i = 0; i < response.warnings.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendJsonString(out, response.warnings[i]);
+    }
+    out += ']';
+  }
   if (!response.allowed || response.status_code != 0) {
-    core::Json status = core::Json::object();
-    status["code"] = response.status_code != 0 ? response.status_code : 403;
-    if (!response.status_reason.empty()) status["reason"] = response.status_reason;
-    if (!response.message.empty()) status["message"] = response.message;
-    answer["status"] = std::move(status);
+    out += R"(,"status":{"code":)";
+    out += std::to_string(response.status_code != 0 ? response.status_code : 403);
+    if (!response.status_reason.empty()) {
+      out += R"(,"reason":)";
+      AppendJsonString(out, response.status_reason);
+    }
+    if (!response.message.empty()) {
+      out += R"(,"message":)";
+      AppendJsonString(out, response.message);
+    }
+    out += '}';
   }
-  core::Json review = core::Json::object();
-  review["apiVersion"] = kApiVersion;
-  review["kind"] = "AdmissionReview";
-  review["response"] = std::move(answer);
-  // Messages quote user input; replace invalid UTF-8 rather than throw while answering.
-  return review.dump(-1, ' ', false, core::Json::error_handler_t::replace);
+  out += "}}";
+  return out;
 }
 
 }  // namespace ncclguard::webhook

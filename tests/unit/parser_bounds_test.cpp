@@ -97,6 +97,25 @@ TEST(ParserBounds, ARepeatedJsonKeyKeepsItsFirstPlaceAndItsLastValue) {
   }
 }
 
+TEST(ParserBounds, ObjectsOfEverySizeReadAsNlohmannReadsThem) {
+  // Members are moved, not copied, as an object grows (core::ReserveMember): every growth step,
+  // with nested values and keys past the short-string size, keeps order and values.
+  for (const std::size_t members :
+       {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{9},
+        std::size_t{16}, std::size_t{17}, std::size_t{70}}) {
+    Json object = Json::object();
+    for (std::size_t i = 0; i < members; ++i) {
+      const std::string key =
+          (i % 2 == 0 ? "k" : "a-key-longer-than-a-short-string-") + std::to_string(members - i);
+      object[key] = Json{{"list", Json::array({i, "x", Json{{"n", i}}})}, {"s", key}};
+    }
+    const std::string text = object.dump();
+    const Json read = core::ReadJson(text);
+    EXPECT_EQ(read, Json::parse(text)) << members;
+    EXPECT_EQ(read.dump(), text) << members;
+  }
+}
+
 TEST(ParserBounds, AYamlAliasBombIsAnInputErrorNamingItsDocument) {
   // 9 levels of 9 aliases: 10^9 values from a few hundred bytes. Was: 4 GB, then an abort.
   std::string bomb = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace ncclguard::webhook {
 namespace {
@@ -168,6 +169,56 @@ TEST(AdmissionReview, InvalidUtf8InAMessageIsReplacedNotThrown) {
   response.allowed = false;
   response.message = std::string("bad \xff byte");
   EXPECT_NO_THROW(Json::parse(EncodeAdmissionReview(response)));
+}
+
+// The answer as a Json tree of it dumps: the bytes kube-apiserver has always been sent.
+std::string DumpedAsATree(const AdmissionResponse& response) {
+  Json answer = Json::object();
+  answer["uid"] = response.uid;
+  answer["allowed"] = response.allowed;
+  if (response.allowed && response.patch.is_array() && !response.patch.empty()) {
+    answer["patchType"] = "JSONPatch";
+    answer["patch"] = Base64Encode(response.patch.dump());
+  }
+  if (!response.warnings.empty()) answer["warnings"] = response.warnings;
+  if (!response.allowed || response.status_code != 0) {
+    Json status = Json::object();
+    status["code"] = response.status_code != 0 ? response.status_code : 403;
+    if (!response.status_reason.empty()) status["reason"] = response.status_reason;
+    if (!response.message.empty()) status["message"] = response.message;
+    answer["status"] = std::move(status);
+  }
+  Json review = Json::object();
+  review["apiVersion"] = "admission.k8s.io/v1";
+  review["kind"] = "AdmissionReview";
+  review["response"] = std::move(answer);
+  return review.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+TEST(AdmissionReview, TheAnswerIsByteForByteWhatItsJsonTreeDumps) {
+  const std::string escaped = "q\"uote \\ tab\t nl\n \x01 é \u2028";
+  const std::string awkward = escaped + "\xff\xfe end";  // invalid UTF-8: replaced
+  std::vector<AdmissionResponse> responses(5);
+  responses[0].uid = "u1";
+  responses[0].patch = Json::array({{{"op", "add"}, {"path", "/a~1b"}, {"value", escaped}}});
+  responses[0].warnings = {awkward, "plain"};
+  responses[1].uid = awkward;
+  responses[1].allowed = false;
+  responses[2].uid = "u3";
+  responses[2].allowed = false;
+  responses[2].status_code = 400;
+  responses[2].status_reason = "BadRequest";
+  responses[2].message = awkward;
+  responses[2].warnings = {"w"};
+  responses[2].patch = Json::array({{{"op", "add"}, {"path", "/a"}, {"value", 1}}});  // not sent
+  responses[3].uid = "u4";
+  responses[3].status_code = 200;  // allowed with a status
+  responses[3].message = "m";
+  responses[4].uid = "";
+  responses[4].patch = Json::array();
+  for (const AdmissionResponse& response : responses) {
+    EXPECT_EQ(EncodeAdmissionReview(response), DumpedAsATree(response)) << response.uid;
+  }
 }
 
 TEST(AdmissionReview, Base64MatchesRfc4648Vectors) {
