@@ -18,7 +18,8 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_scale_cluster <work dir>: sets kubeconfig (admin), controller_kubeconfig and kubectl.
+# start_scale_cluster <work dir> [nokwok]: sets kubeconfig (admin), controller_kubeconfig and
+# kubectl; with nokwok, no scheduler, controller-manager nor kwok.
 start_scale_cluster() {
   local dir="$1"
   cat >"$dir/audit-policy.yaml" <<'YAML'
@@ -52,6 +53,7 @@ YAML
     "$kubectl" --kubeconfig "$kubeconfig" apply --server-side -f "$crd" >/dev/null
   done
   "$kubectl" --kubeconfig "$kubeconfig" wait --for condition=established --timeout=60s crd --all >/dev/null
+  [[ ${2:-} == nokwok ]] && return 0
   "$root/scripts/kwok.sh" start >"$dir/kwok.log" 2>&1 || { cat "$dir/kwok.log" >&2; return 1; }
 }
 

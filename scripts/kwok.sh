@@ -28,6 +28,7 @@
 # Environment:
 #   NCCLGUARD_CONTROLPLANE_DIR   the control plane instance (as controlplane.sh); state in its kwok/
 #   NCCLGUARD_KWOK_LEASE_SECONDS node lease duration (default 600: 5,000 nodes renew ~33 leases/s)
+#   NCCLGUARD_SKIP_BUILD         set: use the binaries in the cache as they are (no stamp check)
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,7 +70,7 @@ cmd_start() {
   [[ -f "$controlplane_dir/controlplane.env" ]] ||
     die "no control plane in $controlplane_dir (run scripts/controlplane.sh start first)"
   [[ ! -d "$state_dir" ]] || die "$state_dir exists: run scripts/kwok.sh stop first"
-  "$script_dir/controlplane.sh" build node kwok >&2
+  [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$script_dir/controlplane.sh" build node kwok >&2
   local bin_dir kubeconfig pki kwok_src
   bin_dir="$(env_value BIN_DIR)"
   kubeconfig="$(env_value KUBECONFIG)"
