@@ -16,7 +16,8 @@
 #      controller's RSS and watches sampled every 10 s;
 #   5. the repaired rack: RACK_NODES p5e.48xlarge nodes failing validation, RACK_JOBS held jobs
 #      needing 16-64 of them; the NodeValidations turn Pass over RACK_SECONDS; per job, from the
-#      write that completed its count to its release seen on a watch: p50/p99/max;
+#      write that completed its count to its release seen on a watch: p50/p99/max (the
+#      controller's work queue depth sampled every 2 s meanwhile);
 #   6. the controller's requests over the whole run from the API server's audit log (the
 #      controller has a user of its own): writes per job by resource, LISTs after its start.
 # Prints each run (one JSON line, also appended to $SCALE_RESULTS when set) and the medians of
@@ -39,8 +40,10 @@ workers=${WORKERS:-4}
 qps=${QPS:-500}
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/scale/ncclguard_scale_bench}
-[[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_scale_bench >/dev/null
-"$root/scripts/controlplane.sh" build controlplane node kwok >/dev/null 2>&1
+if [[ -z ${NCCLGUARD_SKIP_BUILD:-} ]]; then
+  "$root/scripts/build.sh" ncclguard ncclguard_scale_bench >/dev/null
+  "$root/scripts/controlplane.sh" build controlplane node kwok >/dev/null 2>&1
+fi
 
 work=$(mktemp -d)
 controller_pid="" sampler_pid=""
@@ -90,7 +93,10 @@ for run in $(seq "$runs"); do
   kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   audit_mark "$work" churn
 
+  sample_controller "$controller_pid" "$metrics_port" 2 >"$work/rack-samples" &
+  sampler_pid=$!
   rack_json=$("$driver" rack "$kubeconfig" "$rack_nodes" "$rack_jobs" "$rack_seconds")
+  kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   audit_mark "$work" end
   cpu2=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   peak_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$controller_pid/status")

@@ -32,7 +32,8 @@ rules:
 - level: None
 YAML
   : >"$dir/audit.log"
-  export NCCLGUARD_CONTROLPLANE_EXTRA_APISERVER_ARGS="--audit-policy-file=$dir/audit-policy.yaml --audit-log-path=$dir/audit.log --audit-log-mode=batch --audit-log-maxsize=0 --max-requests-inflight=800 --max-mutating-requests-inflight=400 --disable-admission-plugins=TaintNodesByCondition"
+  : >"$dir/audit.marks"
+  export NCCLGUARD_CONTROLPLANE_EXTRA_APISERVER_ARGS="--audit-policy-file=$dir/audit-policy.yaml --audit-log-path=$dir/audit.log --audit-log-mode=blocking --audit-log-maxsize=0 --max-requests-inflight=800 --max-mutating-requests-inflight=400 --disable-admission-plugins=TaintNodesByCondition"
   "$root/scripts/controlplane.sh" start >"$dir/cp.log" 2>&1 || { cat "$dir/cp.log" >&2; return 1; }
   local pki="$NCCLGUARD_CONTROLPLANE_DIR/pki"
   kubeconfig=$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig
@@ -115,13 +116,15 @@ stable_rss() {
 }
 
 # sample_controller <pid> <metrics port> <period>: one line per period: seconds, RSS kB, the
-# controller's open TCP connections (its watches ride one each) and its watch restarts so far.
+# controller's open TCP connections (its watches ride one each), its watch restarts so far and
+# its work queues' depth.
 sample_controller() {
-  local pid="$1" port="$2" period="$3" begin=$SECONDS sockets restarts
+  local pid="$1" port="$2" period="$3" begin=$SECONDS sockets counts
   while kill -0 "$pid" 2>/dev/null; do
     sockets=$(find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | wc -l)
-    restarts=$(scrape "$port" 2>/dev/null | awk '/^ncclguard_watch_restarts_total/ {s += $2} END {print s + 0}')
-    printf '%s %s %s %s\n' "$((SECONDS - begin))" "$(rss_kb "$pid")" "$sockets" "$restarts"
+    counts=$(scrape "$port" 2>/dev/null | awk '/^ncclguard_watch_restarts_total/ {r += $2}
+      /^ncclguard_workqueue_depth/ {d += $2} END {print r + 0, d + 0}')
+    printf '%s %s %s %s\n' "$((SECONDS - begin))" "$(rss_kb "$pid")" "$sockets" "$counts"
     sleep "$period"
   done
 }

@@ -11,6 +11,7 @@ Metadata level); <work dir>/audit.marks holds the line each phase ended at.
 """
 import collections
 import json
+import os
 import statistics
 import sys
 
@@ -61,6 +62,13 @@ def count(lines):
     return writes, lists, absent, watches
 
 
+def queue_depth_max(path):
+    if not os.path.exists(path):
+        return None
+    return max((float(line.split()[4]) for line in open(path) if len(line.split()) > 4),
+               default=None)
+
+
 def run(argv):
     (work, run_no, jobs, nodes, idle_kb, stable_kb, peak_kb, pods, cpu0, cpu1, cpu2, jobs_json,
      churn_json, rack_json, setup_json, uptime) = argv
@@ -108,6 +116,7 @@ def run(argv):
         "churn_sockets": [min(sockets, default=0), max(sockets, default=0)],
         "churn_watch_restarts": (restarts[-1] - restarts[0]) if restarts else 0,
         "rack": json.loads(rack_json),
+        "rack_queue_depth_max": queue_depth_max(f"{work}/rack-samples"),
         "rack_writes": dict(sorted(rack_writes.items())),
         "uptime": uptime.strip(),
     }
