@@ -122,10 +122,10 @@ Json NodeObject(const std::string& name, const std::string& instance_type) {
 // with efa-device-count failing (a rack whose EFA cabling is being repaired).
 Json Checks(bool pass) {
   Json checks = Json::array();
-  for (const char* id : {"gpu-count", "gpu-ecc", "gpu-row-remap", "gpu-p2p", "nvlink-status",
-                         "driver-version", "nccl-version", "efa-device-count", "efa-provider",
-                         "gpudirect-rdma", "pci-acs", "memlock-limit", "dev-shm-stale",
-                         "removeipc"}) {
+  for (const char* id :
+       {"gpu-count", "gpu-ecc", "gpu-row-remap", "gpu-p2p", "nvlink-status", "driver-version",
+        "nccl-version", "efa-device-count", "efa-provider", "gpudirect-rdma", "pci-acs",
+        "memlock-limit", "dev-shm-stale", "removeipc"}) {
     Json check = {{"id", id}, {"status", "Pass"}};
     if (!pass && std::string(id) == "efa-device-count") {
       check = {{"id", id},
@@ -178,34 +178,35 @@ void CreateNamespace(Client& client, const std::string& name) {
 }
 
 Json PodSpec(const std::string& instance_type) {
-  return {{"nodeSelector", {{"node.kubernetes.io/instance-type", instance_type}}},
-          {"restartPolicy", "Never"},
-          {"containers",
-           {{{"name", "pytorch"},
-             {"image", "registry.invalid/trainer:1"},
-             {"command", {"torchrun", "train.py"}},
-             {"env",
-              {{{"name", "NCCL_DEBUG"}, {"value", "INFO"}},
-               {{"name", "FI_PROVIDER"}, {"value", "efa"}},
-               {{"name", "FI_EFA_USE_DEVICE_RDMA"}, {"value", "1"}}}},
-             {"resources",
-              {{"limits",
-                {{"nvidia.com/gpu", 8}, {"vpc.amazonaws.com/efa", 32}, {"memory", "1000Gi"}}},
-               {"requests",
-                {{"nvidia.com/gpu", 8},
-                 {"vpc.amazonaws.com/efa", 32},
-                 {"memory", "1000Gi"},
-                 {"cpu", "96"}}}}}}}}};
+  return {
+      {"nodeSelector", {{"node.kubernetes.io/instance-type", instance_type}}},
+      {"restartPolicy", "Never"},
+      {"containers",
+       {{{"name", "pytorch"},
+         {"image", "registry.invalid/trainer:1"},
+         {"command", {"torchrun", "train.py"}},
+         {"env",
+          {{{"name", "NCCL_DEBUG"}, {"value", "INFO"}},
+           {{"name", "FI_PROVIDER"}, {"value", "efa"}},
+           {{"name", "FI_EFA_USE_DEVICE_RDMA"}, {"value", "1"}}}},
+         {"resources",
+          {{"limits", {{"nvidia.com/gpu", 8}, {"vpc.amazonaws.com/efa", 32}, {"memory", "1000Gi"}}},
+           {"requests",
+            {{"nvidia.com/gpu", 8},
+             {"vpc.amazonaws.com/efa", 32},
+             {"memory", "1000Gi"},
+             {"cpu", "96"}}}}}}}}};
 }
 
 Json IndexedJob(const std::string& name, int pods, const std::string& instance_type,
                 int pod_seconds) {
   Json template_meta = Json::object();
   if (pod_seconds > 0) {
-    template_meta = {{"annotations",
-                      {{"pod-complete.stage.kwok.x-k8s.io/delay", std::to_string(pod_seconds) + "s"},
-                       {"pod-complete.stage.kwok.x-k8s.io/jitter-delay",
-                        std::to_string(pod_seconds / 10 + 1) + "s"}}}};
+    template_meta = {
+        {"annotations",
+         {{"pod-complete.stage.kwok.x-k8s.io/delay", std::to_string(pod_seconds) + "s"},
+          {"pod-complete.stage.kwok.x-k8s.io/jitter-delay",
+           std::to_string(pod_seconds / 10 + 1) + "s"}}}};
   }
   return {{"apiVersion", "batch/v1"},
           {"kind", "Job"},
@@ -526,10 +527,9 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
                         [&](auto& key, auto& service, bool deleted) {
                           served.Update(key, !deleted && ManagedService(service));
                         });
-  Watcher job_watch(config, resources::Jobs().In(kRackNamespace),
-                    [&](auto& key, auto& job, bool deleted) {
-                      released.Update(key, !deleted && Released(job));
-                    });
+  Watcher job_watch(
+      config, resources::Jobs().In(kRackNamespace),
+      [&](auto& key, auto& job, bool deleted) { released.Update(key, !deleted && Released(job)); });
   Parallel(jobs, [&](int j) {
     client.Create(resources::Jobs().In(kRackNamespace),
                   IndexedJob("rack-" + std::to_string(j), RackNeeds(j), kRackInstanceType, 0));
@@ -540,7 +540,8 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (released.Count() != 0) {
-    std::printf("{\"error\":\"%zu rack jobs released before any node passed\"}\n", released.Count());
+    std::printf("{\"error\":\"%zu rack jobs released before any node passed\"}\n",
+                released.Count());
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -549,10 +550,11 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
   const auto start = Clock::now();
   for (int k = 0; k < nodes; ++k) {
     std::this_thread::sleep_until(
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                    static_cast<double>(seconds) * k / nodes)));
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(static_cast<double>(seconds) * k / nodes)));
     client.PatchStatus(resources::NodeValidations().Named("rack-node-" + std::to_string(k)),
-                       ncclguard::kube::PatchType::kMerge, ValidationStatus(kRackInstanceType, true));
+                       ncclguard::kube::PatchType::kMerge,
+                       ValidationStatus(kRackInstanceType, true));
     written[static_cast<std::size_t>(k)] = Clock::now();
   }
   const auto end = Clock::now();
@@ -565,10 +567,9 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
   for (int j = 0; j < jobs; ++j) {
     const auto it = seen.find(std::string(kRackNamespace) + "/rack-" + std::to_string(j));
     if (it == seen.end()) continue;
-    const double latency =
-        std::chrono::duration<double>(it->second -
-                                      written[static_cast<std::size_t>(RackNeeds(j) - 1)])
-            .count();
+    const double latency = std::chrono::duration<double>(
+                               it->second - written[static_cast<std::size_t>(RackNeeds(j) - 1)])
+                               .count();
     if (latency < 0) ++early;
     latencies.push_back(latency);
   }
@@ -587,8 +588,8 @@ int Hold(Client& client, const std::string& ns, int count, int nodes) {
                              i < nodes);
   });
   Parallel(count, [&](int j) {
-    client.Create(resources::Jobs().In(ns), IndexedJob("held-" + std::to_string(j), RackNeeds(j),
-                                                       kRackInstanceType, 0));
+    client.Create(resources::Jobs().In(ns),
+                  IndexedJob("held-" + std::to_string(j), RackNeeds(j), kRackInstanceType, 0));
   });
   std::printf("{\"held_jobs\":%d,\"passing_nodes\":%d}\n", count, nodes);
   return 0;
