@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Plots bench/scale.sh's runs: the controller's RSS (stable and peak) and the repaired rack's
 release latency (p50, p99) against the cluster's size (nodes, with its jobs), the median of the
-runs at each size. Writes SVG by hand (no third-party packages).
+runs at each size, one set of lines per results file (e.g. before and after a change). Writes
+SVG by hand (no third-party packages).
 
-  scale_graph.py <results.jsonl> <out.svg>
+  scale_graph.py <out.svg> <label>=<results.jsonl>...
 
 <results.jsonl>: the run lines bench/scale.sh prints (SCALE_RESULTS=file appends them).
 """
@@ -16,7 +17,7 @@ W, H = 860, 360
 PANEL_W, PANEL_H = 340, 230
 LEFT = [70, 500]
 TOP = 60
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 
 
 def esc(text):
@@ -35,7 +36,7 @@ def nice_max(value):
 
 def panel(out, x0, title, unit, xs, series, target=None):
     """series: [(label, [y per x])]; xs: [(nodes, jobs)]; a log2-spaced x axis by position."""
-    ymax = nice_max(max([y for _, ys in series for y in ys] + [target or 0]) * 1.1)
+    ymax = nice_max(max([y for _, ys in series for y in ys if y is not None] + [target or 0]) * 1.1)
     out.append(f'<text x="{x0 + PANEL_W / 2}" y="{TOP - 25}" text-anchor="middle" '
                f'font-size="14" font-weight="bold">{esc(title)}</text>')
     out.append(f'<rect x="{x0}" y="{TOP}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#333"/>')
@@ -66,9 +67,11 @@ def panel(out, x0, title, unit, xs, series, target=None):
                    f'font-size="10" fill="#666">target {target:g}</text>')
     for k, (label, ys) in enumerate(series):
         color = COLORS[k % len(COLORS)]
-        points = " ".join(f"{px(i):.1f},{py(y):.1f}" for i, y in enumerate(ys))
+        points = " ".join(f"{px(i):.1f},{py(y):.1f}" for i, y in enumerate(ys) if y is not None)
         out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
         for i, y in enumerate(ys):
+            if y is None:
+                continue
             out.append(f'<circle cx="{px(i):.1f}" cy="{py(y):.1f}" r="3.5" fill="{color}"/>')
             out.append(f'<text x="{px(i):.1f}" y="{py(y) - 7:.1f}" text-anchor="middle" '
                        f'font-size="10" fill="{color}">{y:.3g}</text>')
@@ -77,33 +80,45 @@ def panel(out, x0, title, unit, xs, series, target=None):
 
 
 def main():
-    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-    by_size = collections.defaultdict(list)
-    for r in rows:
-        by_size[(r["nodes"], r["jobs"])].append(r)
-    xs = sorted(by_size)
+    sets = []
+    for arg in sys.argv[2:]:
+        label, path = arg.split("=", 1)
+        by_size = collections.defaultdict(list)
+        for line in open(path):
+            if line.strip():
+                r = json.loads(line)
+                by_size[(r["nodes"], r["jobs"])].append(r)
+        sets.append((label, by_size))
+    xs = sorted({size for _, by_size in sets for size in by_size})
 
-    def med(get):
-        return [statistics.median(get(r) for r in by_size[x]) for x in xs]
+    def med(by_size, get):
+        # a size a set did not run: its neighbours' line skips it (plotted at 0 otherwise)
+        return [statistics.median(get(r) for r in by_size[x]) if by_size.get(x) else None
+                for x in xs]
 
-    runs = ", ".join(f"{n:,}: {len(by_size[(n, j)])}" for n, j in xs)
+    rss, latency, runs = [], [], []
+    for label, by_size in sets:
+        rss.append((f"{label}: stable", med(by_size, lambda r: r["rss_stable_mb"])))
+        rss.append((f"{label}: peak", med(by_size, lambda r: r["rss_peak_mb"])))
+        latency.append((f"{label}: p50", med(by_size, lambda r: r["rack"]["p50_s"])))
+        latency.append((f"{label}: p99", med(by_size, lambda r: r["rack"]["p99_s"])))
+        runs.append(f"{label} " + ", ".join(f"{n:,}: {len(by_size[(n, j)])}"
+                                            for n, j in xs if by_size.get((n, j))))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            f'font-family="sans-serif">', f'<rect width="{W}" height="{H}" fill="white"/>']
-    panel(out, LEFT[0], "ncclguard controller RSS", "MB", xs,
-          [("stable, pods running", med(lambda r: r["rss_stable_mb"])),
-           ("peak (VmHWM)", med(lambda r: r["rss_peak_mb"]))])
-    panel(out, LEFT[1], "Repaired rack: release latency", "seconds", xs,
-          [("p50", med(lambda r: r["rack"]["p50_s"])),
-           ("p99", med(lambda r: r["rack"]["p99_s"]))], target=1)
+    panel(out, LEFT[0], "ncclguard controller RSS", "MB", xs, rss)
+    panel(out, LEFT[1], "Repaired rack: release latency", "seconds", xs, latency, target=1)
+    out.append(f'<text x="{W / 2}" y="{H - 26}" text-anchor="middle" font-size="10" fill="#555">'
+               f'bench/scale.sh on kwok, 16-64 pods per job; median of the runs at each size; '
+               f'rack: 500 nodes Fail to Pass over 60 s, 100 held jobs</text>')
     out.append(f'<text x="{W / 2}" y="{H - 12}" text-anchor="middle" font-size="10" fill="#555">'
-               f'bench/scale.sh on kwok, 16-64 pods per job; median of the runs at each size '
-               f'(runs: {esc(runs)}); rack: 500 nodes Fail to Pass over 60 s, 100 held jobs</text>')
+               f'runs per size: {esc("; ".join(runs))}</text>')
     out.append("</svg>")
-    with open(sys.argv[2], "w") as f:
+    with open(sys.argv[1], "w") as f:
         f.write("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3 or any("=" not in a for a in sys.argv[2:]):
         sys.exit(__doc__)
     main()
