@@ -10,7 +10,9 @@
 #   scripts/controlplane.sh build kueue  also Kueue's manager (sigs.k8s.io/kueue/cmd/kueue)
 #   scripts/controlplane.sh build trainer    also the JobSet controller and Kubeflow Trainer v2's
 #                                    controller-manager (scripts/trainer.sh installs them)
-#   scripts/controlplane.sh build all    all of the above, in as few `go build`s as there are
+#   scripts/controlplane.sh build kwok   kwok (sigs.k8s.io/kwok/cmd/kwok), the scale bench's simulated
+#                                    nodes (scripts/kwok.sh); on demand only, not part of `all`
+#   scripts/controlplane.sh build all    all of the above but kwok, in as few `go build`s as there are
 #                                    modules (the fastest way from nothing: scripts/test.sh);
 #                                    several groups may be named at once (`build node training`),
 #                                    `controlplane` being the default group
@@ -96,6 +98,7 @@ kueue|components|sigs.k8s.io/kueue/cmd/kueue
 training-operator.v1|training|github.com/kubeflow/training-operator/cmd/training-operator.v1
 trainer-controller-manager|components|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 jobset|jobset|sigs.k8s.io/jobset
+kwok|kwok|sigs.k8s.io/kwok/cmd/kwok
 EOF
 
 # The binaries of each argument of `build`.
@@ -106,8 +109,11 @@ binaries_of() {
     training) echo training-operator.v1 coredns ;;
     kueue) echo kueue ;;
     trainer) echo jobset trainer-controller-manager ;;
-    all) echo "${!binary_module[@]}" ;;
-    *) die "build: unknown component '$1' (known: controlplane, node, training, kueue, trainer, all)" ;;
+    kwok) echo kwok ;;
+    # kwok is the scale bench's alone (no CI test runs it): `all` (scripts/test.sh's cold build)
+    # leaves it out.
+    all) local b; for b in "${!binary_module[@]}"; do [[ $b == kwok ]] || echo "$b"; done ;;
+    *) die "build: unknown component '$1' (known: controlplane, node, training, kueue, trainer, kwok, all)" ;;
   esac
 }
 
@@ -149,6 +155,8 @@ module_ldflags() {
     ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
   elif [[ $module == jobset ]]; then
     ldflags+=" -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION"
+  elif [[ $module == kwok ]]; then
+    ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   fi
   printf '%s' "$ldflags"
 }
@@ -182,7 +190,7 @@ cmd_build() {
   exec 9>"$cache_dir/.build.lock"
   flock 9
   local module
-  for module in components training jobset; do
+  for module in components training jobset kwok; do
     local hash b stale=() packages=()
     hash="$(module_hash "$module" "$go")"
     for b in $wanted; do
@@ -648,7 +656,7 @@ main() {
     stop-etcd) cmd_stop_etcd ;;
     start-etcd) cmd_start_etcd ;;
     source-dir) cmd_source_dir "${2:-}" ;;
-    *) printf 'usage: %s build [controlplane|node|training|kueue|trainer|all]...|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s build [controlplane|node|training|kueue|trainer|kwok|all]...|download|start|stop|status|stop-apiserver|start-apiserver|stop-etcd|start-etcd|source-dir MODULE@VERSION\n' "$0" >&2; exit 2 ;;
   esac
 }
 
