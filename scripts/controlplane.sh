@@ -120,10 +120,13 @@ binaries_of() {
 # Hash of everything that decides a module's binaries, so a stamp goes stale
 # when sources, pinned versions, the Go toolchain or this script's flags change.
 module_hash() {
-  local module="$1" go="$2"
+  local module="$1" go="$2" on_demand='/^# On-demand modules/,/^# on-demand modules end$/d'
+  # An on-demand module (kwok) hashes its own lines; the others hash what they hashed before it.
+  [[ $module == kwok ]] && on_demand=''
   {
     "$go" version
-    sed '/^# Modules whose files the tests only read/,/^# read-only modules end$/d' "$modules_dir/versions.sh"
+    sed -e '/^# Modules whose files the tests only read/,/^# read-only modules end$/d' -e "$on_demand" \
+      "$modules_dir/versions.sh"
     declare -f build_module module_ldflags
     (cd "$modules_dir/$module" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort |
       while read -r f; do printf '%s\n' "$f"; cat "$f"; done)
@@ -141,6 +144,8 @@ release_time() {
 # The version stamps of a module's binaries, as their releases set them (kubelet reports its
 # version in the Node's status, helm and etcd print theirs). -X of a package a binary does not
 # link is ignored, so one set serves every binary of the module.
+# kwok gets no version flags: its go.mod pins the version, and a kwok branch here would change
+# every module's hash (and rebuild them all) for a binary only the scale bench uses.
 module_ldflags() {
   local go="$1" module="$2" ldflags="-s -w"
   if [[ $module == components ]]; then
@@ -155,8 +160,6 @@ module_ldflags() {
     ldflags+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
   elif [[ $module == jobset ]]; then
     ldflags+=" -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION"
-  elif [[ $module == kwok ]]; then
-    ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   fi
   printf '%s' "$ldflags"
 }

@@ -25,11 +25,14 @@ TRAINING_OPERATOR_VERSION=v1.8.1
 # module (scripts/controlplane/jobset), on the same k8s.io/* and shared versions as components.
 JOBSET_VERSION=v0.11.1
 TRAINER_VERSION=v2.2.0
+# On-demand modules: built only when named, and only their own build stamps hash these lines
+# (controlplane.sh module_hash), so adding or bumping one rebuilds nothing else.
 # kwok (sigs.k8s.io/kwok), the simulated nodes of the scale bench (bench/scale.sh,
 # scripts/kwok.sh): v0.8.0's go.mod asks for k8s.io/* v0.36 and go 1.26, a minor above
 # components', so it is its own module (scripts/controlplane/kwok). Built on demand only
 # (`controlplane.sh build kwok`), not by `build all` nor scripts/test.sh: no CI test needs it.
 KWOK_VERSION=v0.8.0
+# on-demand modules end
 # Modules whose files the tests only read (nothing built of them): left out of the build stamps'
 # hash (controlplane.sh module_hash), so pinning one rebuilds nothing.
 # The policy working group's PolicyReport CRD (wgpolicyk8s.io/v1alpha2), for the background
