@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "controllers/node_supply.h"
+
 #include "core/json.h"
 #include "core/object_ref.h"
 
@@ -60,9 +62,9 @@ using Action = std::variant<CreateObject, MergePatch, RecordEvent, ApplyObject>;
 struct ReconcileResult {
   std::vector<Action> actions;
   std::optional<std::chrono::seconds> requeue_after;
-  // The instance types whose validated nodes the object waits for (a held job, a Workload whose
-  // check is Pending): a change to a node of one of them wakes it, and no other node's does.
-  std::vector<std::string> waiting_for;
+  // The validated nodes the object waits for (a held job, a Workload whose check is Pending),
+  // per instance type: a node's change wakes it only once its type counts as many as it needs.
+  std::vector<NodeDemand> waiting_for;
 };
 
 // The REST path of the target ("/apis/kubeflow.org/v1/namespaces/ns/pytorchjobs/name"), or of its

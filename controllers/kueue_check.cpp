@@ -113,7 +113,7 @@ struct Answer {
   Json pod_set_updates;  // null: none
   std::optional<int> requeue_after_seconds;
   std::optional<std::chrono::seconds> recheck_after;
-  std::vector<std::string> waiting_for;  // ReconcileResult::waiting_for
+  std::vector<NodeDemand> waiting_for;  // ReconcileResult::waiting_for
 };
 
 // Audit mode (the Workload's namespace, core::ModeIn): Ready at once, with no podSetUpdates (the
@@ -200,14 +200,12 @@ Answer Decide(const Json& workload, const KueueObjects& kueue, const ClusterView
             std::nullopt,
             {}};
   }
-  std::vector<std::string> waiting_for;
-  for (const NodeDemand& demand : demands) waiting_for.push_back(demand.instance_type);
   return {std::string(core::kCheckPending),
           verdict.message,
           nullptr,
           std::nullopt,
           hold - (now - start),
-          std::move(waiting_for)};
+          std::move(demands)};
 }
 
 // Our entry as it should be applied, or null when the current one says it already.

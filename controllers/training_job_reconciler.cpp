@@ -207,7 +207,7 @@ class JobReconcile {
       SetCondition({std::string(core::kPreflightCondition), "False", verdict.reason,
                     verdict.message, std::nullopt});
       result_.requeue_after = GateBackoff();
-      for (const NodeDemand& demand : demands_) result_.waiting_for.push_back(demand.instance_type);
+      result_.waiting_for = demands_;
       return verdict;
     }
     Json patch = Json::object();

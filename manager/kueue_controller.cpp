@@ -109,7 +109,7 @@ ControllerSpec<WorkloadKey> WorkloadCheckController(std::shared_ptr<KueueCaches>
   spec.watches.push_back({kueue->flavors, all, nullptr});
   // A node's change wakes the Workloads whose check waits for its instance type.
   auto waiting = std::make_shared<WaitingKeys<WorkloadKey>>();
-  for (Watch<WorkloadKey>& watch : NodeChangeWatches<WorkloadKey>(caches, waiting)) {
+  for (Watch<WorkloadKey>& watch : NodeChangeWatches<WorkloadKey>(caches, policy, waiting)) {
     spec.watches.push_back(std::move(watch));
   }
   spec.watches.push_back({&caches.policies(), all, nullptr});

@@ -1,12 +1,14 @@
-// Which queued objects wait for validated nodes of which instance type, as their last reconcile
-// said (controllers::ReconcileResult::waiting_for): a node's change wakes the held jobs and
-// Pending Workloads waiting for its type, and no others, so a cluster of thousands of nodes and
-// jobs pays per change for the objects that change can release.
+// Which queued objects wait for validated nodes, how many of which instance type, as their last
+// reconcile said (controllers::ReconcileResult::waiting_for). A node's change wakes only the held
+// jobs and Pending Workloads that its type's count can now release (those needing no more nodes
+// than it counts): a cluster of thousands of nodes and jobs pays per change for the objects that
+// change can release, not for every held one. The others refresh their held message at their own
+// requeue (the gate's backoff).
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -16,41 +18,50 @@
 #include "core/pod_spec.h"
 #include "manager/cache.h"
 #include "manager/controller.h"
+#include "manager/wiring.h"
 
 namespace ncclguard::manager {
 
 template <typename Key>
 class WaitingKeys {
  public:
-  // After each reconcile of `key`: the types it waits for now (empty: none, it is forgotten).
-  void Record(const Key& key, const std::vector<std::string>& types) {
+  // After each reconcile of `key`: what it waits for now (empty: nothing, it is forgotten).
+  void Record(const Key& key, const std::vector<controllers::NodeDemand>& demands) {
     const std::string text = key.ToString();
     std::lock_guard lock(mutex_);
     if (const auto old = types_of_.find(text); old != types_of_.end()) {
       for (const std::string& type : old->second) {
-        const auto keys = by_type_.find(type);
-        if (keys == by_type_.end()) continue;
-        keys->second.erase(text);
-        if (keys->second.empty()) by_type_.erase(keys);
+        const auto waiting = by_type_.find(type);
+        if (waiting == by_type_.end()) continue;
+        waiting->second.erase(text);
+        if (waiting->second.empty()) by_type_.erase(waiting);
       }
       types_of_.erase(old);
     }
-    if (types.empty()) return;
-    std::set<std::string>& recorded = types_of_[text];
-    for (const std::string& type : types) {
-      recorded.insert(type);
-      by_type_[type].insert_or_assign(text, key);
+    if (demands.empty()) return;
+    std::vector<std::string>& types = types_of_[text];
+    for (const controllers::NodeDemand& demand : demands) {
+      types.push_back(demand.instance_type);
+      by_type_[demand.instance_type].insert_or_assign(text, Waiting{key, demand.nodes});
     }
   }
 
-  // The objects waiting for nodes of `type`.
-  std::vector<Key> For(const std::string& type) const {
+  // The objects waiting for nodes of `type` that need at most `counted` of them.
+  std::vector<Key> Releasable(const std::string& type, std::int64_t counted) const {
     std::vector<Key> keys;
     std::lock_guard lock(mutex_);
     const auto found = by_type_.find(type);
     if (found == by_type_.end()) return keys;
-    for (const auto& [text, key] : found->second) keys.push_back(key);
+    for (const auto& [text, waiting] : found->second) {
+      if (waiting.needed <= counted) keys.push_back(waiting.key);
+    }
     return keys;
+  }
+
+  // Whether anything waits for nodes of `type` (no count needed otherwise).
+  bool AnyWaitingFor(const std::string& type) const {
+    std::lock_guard lock(mutex_);
+    return by_type_.contains(type);
   }
 
   std::size_t size() const {
@@ -59,9 +70,13 @@ class WaitingKeys {
   }
 
  private:
+  struct Waiting {
+    Key key;
+    std::int64_t needed = 0;
+  };
   mutable std::mutex mutex_;
-  std::map<std::string, std::set<std::string>> types_of_;      // key text -> types
-  std::map<std::string, std::map<std::string, Key>> by_type_;  // type -> key text -> key
+  std::map<std::string, std::vector<std::string>> types_of_;       // key text -> types
+  std::map<std::string, std::map<std::string, Waiting>> by_type_;  // type -> key text -> wait
 };
 
 // Whether a node's or NodeValidation's change can move the gate's count: added, deleted, or
@@ -80,21 +95,27 @@ inline bool GateRelevantValidationChange(const Change& change) {
 }
 
 // The watches that wake the objects `waiting` records when a node of their instance type, or its
-// NodeValidation, changes in a way the gate counts. The caches' NodeSupplyIndex has taken the
-// change in by then (its handlers come first) and knows a NodeValidation's node's type.
+// NodeValidation, changes so that the type counts enough nodes for them. The caches'
+// NodeSupplyIndex has taken the change in by then (its handlers come first), so its count is the
+// one the woken reconcile will see, and it knows a NodeValidation's node's type.
 template <QueueKey Key>
-std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches,
+std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySource& policy,
                                           std::shared_ptr<const WaitingKeys<Key>> waiting) {
+  const auto releasable = [waiting, &caches, &policy](const std::string& type) {
+    if (type.empty() || !waiting->AnyWaitingFor(type)) return std::vector<Key>{};
+    const std::int64_t counted = caches.supply().Count({type, 0}, *policy.Current()).counted;
+    return waiting->Releasable(type, counted);
+  };
   return std::vector<Watch<Key>>{
       Watch<Key>{&caches.nodes(),
-                 [waiting](const core::Json& node) {
-                   return waiting->For(
+                 [releasable](const core::Json& node) {
+                   return releasable(
                        controllers::Label(node, core::kInstanceTypeLabel).value_or(""));
                  },
                  GateRelevantNodeChange},
       Watch<Key>{&caches.node_validations(),
-                 [waiting, &caches](const core::Json& validation) {
-                   return waiting->For(
+                 [releasable, &caches](const core::Json& validation) {
+                   return releasable(
                        caches.supply().InstanceTypeOf(controllers::Meta(validation, "name")));
                  },
                  GateRelevantValidationChange},

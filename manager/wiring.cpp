@@ -166,9 +166,10 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   const auto pending = [&caches](const Json&) {
     return Jobs(caches, [](const Json& job) { return controllers::GatePending(job); });
   };
-  // A node's change wakes the held jobs waiting for its instance type, not every held job.
+  // A node's change wakes the held jobs its instance type's count can release, not every held
+  // job.
   auto waiting = std::make_shared<WaitingKeys<JobKey>>();
-  for (Watch<JobKey>& watch : NodeChangeWatches<JobKey>(caches, waiting)) {
+  for (Watch<JobKey>& watch : NodeChangeWatches<JobKey>(caches, policy, waiting)) {
     spec.watches.push_back(std::move(watch));
   }
   // A held TrainJob's demand is its runtime's pods.

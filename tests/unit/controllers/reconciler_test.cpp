@@ -284,8 +284,10 @@ TEST_F(Reconciler, AHeldJobWaitsForItsInstanceTypeAndAReleasedOneForNothing) {
   ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
   EXPECT_TRUE(Reconcile(key_).waiting_for.empty()) << "four validated nodes now: released";
   cluster_.AddJob(P5PyTorchJob("team-a", "big", 7, true));  // 8 nodes
-  EXPECT_EQ(Reconcile({WorkloadKind::PyTorchJob, "team-a", "big"}).waiting_for,
-            std::vector<std::string>{"p5.48xlarge"});
+  const auto waiting = Reconcile({WorkloadKind::PyTorchJob, "team-a", "big"}).waiting_for;
+  ASSERT_EQ(waiting.size(), 1u);
+  EXPECT_EQ(waiting[0].instance_type, "p5.48xlarge");
+  EXPECT_EQ(waiting[0].nodes, 8);
 }
 
 // The webhook admitted the job at creation (the gate's fast path: ncclguard.io/gate=admitted,

@@ -174,22 +174,25 @@ TEST(NodeSupplyIndex, KnowsTheInstanceTypeOfANodeItsValidationNames) {
   EXPECT_EQ(index.InstanceTypeOf("n1"), "");
 }
 
-TEST(WaitingKeys, WakesOnlyTheObjectsWaitingForTheChangedType) {
+TEST(WaitingKeys, WakesOnlyWhatTheChangedTypesCountCanRelease) {
   using controllers::JobKey;
   WaitingKeys<JobKey> waiting;
   const JobKey a{core::WorkloadKind::PyTorchJob, "ml", "a"};
   const JobKey b{core::WorkloadKind::PyTorchJob, "ml", "b"};
-  waiting.Record(a, {"p5.48xlarge"});
-  waiting.Record(b, {"p5.48xlarge", "p4d.24xlarge"});
-  EXPECT_EQ(waiting.For("p5.48xlarge").size(), 2u);
-  ASSERT_EQ(waiting.For("p4d.24xlarge").size(), 1u);
-  EXPECT_EQ(waiting.For("p4d.24xlarge")[0].name, "b");
-  EXPECT_TRUE(waiting.For("trn1.32xlarge").empty());
+  waiting.Record(a, {{"p5.48xlarge", 16}});
+  waiting.Record(b, {{"p5.48xlarge", 64}, {"p4d.24xlarge", 2}});
+  EXPECT_TRUE(waiting.Releasable("p5.48xlarge", 15).empty()) << "neither is releasable yet";
+  ASSERT_EQ(waiting.Releasable("p5.48xlarge", 16).size(), 1u);
+  EXPECT_EQ(waiting.Releasable("p5.48xlarge", 16)[0].name, "a");
+  EXPECT_EQ(waiting.Releasable("p5.48xlarge", 500).size(), 2u);
+  ASSERT_EQ(waiting.Releasable("p4d.24xlarge", 2).size(), 1u);
+  EXPECT_TRUE(waiting.Releasable("trn1.32xlarge", 1000).empty());
+  EXPECT_FALSE(waiting.AnyWaitingFor("trn1.32xlarge"));
   // Released (no longer waiting), or waiting for another type now: forgotten where it was.
   waiting.Record(b, {});
-  EXPECT_TRUE(waiting.For("p4d.24xlarge").empty());
-  waiting.Record(a, {"p4d.24xlarge"});
-  EXPECT_TRUE(waiting.For("p5.48xlarge").empty());
+  EXPECT_FALSE(waiting.AnyWaitingFor("p4d.24xlarge"));
+  waiting.Record(a, {{"p4d.24xlarge", 1}});
+  EXPECT_TRUE(waiting.Releasable("p5.48xlarge", 500).empty());
   EXPECT_EQ(waiting.size(), 1u);
 }
 
