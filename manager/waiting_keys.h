@@ -1,11 +1,12 @@
 // Which queued objects wait for validated nodes, how many of which instance type, as their last
-// reconcile said (controllers::ReconcileResult::waiting_for). A node's change wakes only the held
-// jobs and Pending Workloads that its type's count can now release (those needing no more nodes
-// than it counts): a cluster of thousands of nodes and jobs pays per change for the objects that
-// change can release, not for every held one. The others refresh their held message at their own
-// requeue (the gate's backoff).
+// reconcile said (controllers::ReconcileResult::waiting_for). A node's change for the better wakes
+// only the held jobs and Pending Workloads that its type's count can now release (those needing no
+// more nodes than it counts): a repaired rack of thousands of nodes pays per change for the
+// objects that change can release, not for every held one, which refresh their held message at
+// their own requeue (the gate's backoff). A change for the worse wakes them all.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,13 +99,32 @@ inline bool GateRelevantValidationChange(const Change& change) {
 // NodeValidation, changes so that the type counts enough nodes for them. The caches'
 // NodeSupplyIndex has taken the change in by then (its handlers come first), so its count is the
 // one the woken reconcile will see, and it knows a NodeValidation's node's type.
+// A change for the worse (fewer nodes count, or more have failed) wakes every object waiting for
+// the type instead: their held message then names the new count and the failed node.
 template <QueueKey Key>
 std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySource& policy,
                                           std::shared_ptr<const WaitingKeys<Key>> waiting) {
-  const auto releasable = [waiting, &caches, &policy](const std::string& type) {
-    if (type.empty() || !waiting->AnyWaitingFor(type)) return std::vector<Key>{};
-    const std::int64_t counted = caches.supply().Count({type, 0}, *policy.Current()).counted;
-    return waiting->Releasable(type, counted);
+  struct Seen {
+    std::mutex mutex;
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_type;  // counted, failed
+  };
+  auto seen = std::make_shared<Seen>();
+  const auto releasable = [waiting, seen, &caches, &policy](const std::string& type) {
+    if (type.empty()) return std::vector<Key>{};
+    // Counted at every change of the type, waiters or not: a worse count is worse than the last.
+    const controllers::NodeSupply supply = caches.supply().Count({type, 0}, *policy.Current());
+    bool worse = false;
+    {
+      std::lock_guard lock(seen->mutex);
+      const auto [last, first] =
+          seen->by_type.try_emplace(type, std::pair{supply.counted, supply.failed});
+      worse =
+          !first && (supply.counted < last->second.first || supply.failed > last->second.second);
+      last->second = {supply.counted, supply.failed};
+    }
+    if (!waiting->AnyWaitingFor(type)) return std::vector<Key>{};
+    return waiting->Releasable(type,
+                               worse ? std::numeric_limits<std::int64_t>::max() : supply.counted);
   };
   return std::vector<Watch<Key>>{
       Watch<Key>{&caches.nodes(),
