@@ -99,46 +99,76 @@ inline bool GateRelevantValidationChange(const Change& change) {
 // NodeValidation, changes so that the type counts enough nodes for them. The caches'
 // NodeSupplyIndex has taken the change in by then (its handlers come first), so its count is the
 // one the woken reconcile will see, and it knows a NodeValidation's node's type.
-// A change for the worse (fewer nodes count, or more have failed) wakes every object waiting for
-// the type instead: their held message then names the new count and the failed node.
+// Whether a change can only lower the type's count or add a failure (whatever the policy): a
+// node deleted, cordoned or marked unhealthy by HyperPod; a NodeValidation deleted, turned Fail
+// or no longer Pass/Warn, or failing another check.
+inline bool WorseNodeChange(const Change& change) {
+  if (change.new_object == nullptr) return true;
+  if (change.old_object == nullptr) return false;
+  const controllers::NodeFacts before = controllers::FactsOf(change.old_object, nullptr);
+  const controllers::NodeFacts after = controllers::FactsOf(change.new_object, nullptr);
+  return (!before.cordoned && after.cordoned) ||
+         (!before.hyperpod_node_health && after.hyperpod_node_health) ||
+         (!before.hyperpod_deep_health && after.hyperpod_deep_health);
+}
+inline bool WorseValidationChange(const Change& change) {
+  if (change.new_object == nullptr) return true;
+  if (change.old_object == nullptr) return false;
+  const controllers::NodeFacts before = controllers::FactsOf(nullptr, change.old_object);
+  const controllers::NodeFacts after = controllers::FactsOf(nullptr, change.new_object);
+  const auto passed = [](const std::string& summary) {
+    return summary == "Pass" || summary == "Warn";
+  };
+  return (after.summary == "Fail" && before != after) ||
+         (passed(before.summary) && !passed(after.summary));
+}
+
+// The watches that wake the objects `waiting` records when a node of their instance type, or its
+// NodeValidation, changes: a change for the better wakes those the type now counts enough nodes
+// for; a change for the worse wakes every one waiting for the type, so that their message names
+// it at once. The caches' NodeSupplyIndex has taken the change in by then (its handlers come
+// first), so its count is the one the woken reconcile will see, and it knows a NodeValidation's
+// node's type.
 template <QueueKey Key>
 std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySource& policy,
                                           std::shared_ptr<const WaitingKeys<Key>> waiting) {
-  struct Seen {
-    std::mutex mutex;
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_type;  // counted, failed
+  const auto releasable = [waiting, &caches, &policy](const std::string& type) {
+    if (type.empty() || !waiting->AnyWaitingFor(type)) return std::vector<Key>{};
+    const std::int64_t counted = caches.supply().Count({type, 0}, *policy.Current()).counted;
+    return waiting->Releasable(type, counted);
   };
-  auto seen = std::make_shared<Seen>();
-  const auto releasable = [waiting, seen, &caches, &policy](const std::string& type) {
-    if (type.empty()) return std::vector<Key>{};
-    // Counted at every change of the type, waiters or not: a worse count is worse than the last.
-    const controllers::NodeSupply supply = caches.supply().Count({type, 0}, *policy.Current());
-    bool worse = false;
-    {
-      std::lock_guard lock(seen->mutex);
-      const auto [last, first] =
-          seen->by_type.try_emplace(type, std::pair{supply.counted, supply.failed});
-      worse =
-          !first && (supply.counted < last->second.first || supply.failed > last->second.second);
-      last->second = {supply.counted, supply.failed};
-    }
-    if (!waiting->AnyWaitingFor(type)) return std::vector<Key>{};
-    return waiting->Releasable(type,
-                               worse ? std::numeric_limits<std::int64_t>::max() : supply.counted);
+  const auto everyone = [waiting](const std::string& type) {
+    return waiting->Releasable(type, std::numeric_limits<std::int64_t>::max());
+  };
+  const auto node_type = [](const core::Json& node) {
+    return controllers::Label(node, core::kInstanceTypeLabel).value_or("");
+  };
+  const auto validation_type = [&caches](const core::Json& validation) {
+    return caches.supply().InstanceTypeOf(controllers::Meta(validation, "name"));
   };
   return std::vector<Watch<Key>>{
-      Watch<Key>{&caches.nodes(),
-                 [releasable](const core::Json& node) {
-                   return releasable(
-                       controllers::Label(node, core::kInstanceTypeLabel).value_or(""));
-                 },
-                 GateRelevantNodeChange},
+      Watch<Key>{
+          &caches.nodes(),
+          [releasable, node_type](const core::Json& node) { return releasable(node_type(node)); },
+          [](const Change& change) {
+            return GateRelevantNodeChange(change) && !WorseNodeChange(change);
+          }},
+      Watch<Key>{
+          &caches.nodes(),
+          [everyone, node_type](const core::Json& node) { return everyone(node_type(node)); },
+          WorseNodeChange},
       Watch<Key>{&caches.node_validations(),
-                 [releasable, &caches](const core::Json& validation) {
-                   return releasable(
-                       caches.supply().InstanceTypeOf(controllers::Meta(validation, "name")));
+                 [releasable, validation_type](const core::Json& validation) {
+                   return releasable(validation_type(validation));
                  },
-                 GateRelevantValidationChange},
+                 [](const Change& change) {
+                   return GateRelevantValidationChange(change) && !WorseValidationChange(change);
+                 }},
+      Watch<Key>{&caches.node_validations(),
+                 [everyone, validation_type](const core::Json& validation) {
+                   return everyone(validation_type(validation));
+                 },
+                 WorseValidationChange},
   };
 }
 
