@@ -32,12 +32,44 @@ void CopyIdentity(const core::Json& from, core::Json& to) {
   }
 }
 
+// Whether two versions of an object, as projected, differ in metadata.resourceVersion alone: a
+// change of fields the projection drops (a pod's IP, a node's heartbeat, an Event's count).
+bool OnlyVersionDiffers(const core::Json& a, const core::Json& b) {
+  if (!a.is_object() || !b.is_object() || a.size() != b.size()) return false;
+  for (auto field = a.begin(); field != a.end(); ++field) {
+    auto other = b.find(field.key());
+    if (other == b.end()) return false;
+    if (field.key() != "metadata") {
+      if (*field != *other) return false;
+      continue;
+    }
+    if (!field->is_object() || !other->is_object() || field->size() != other->size()) return false;
+    for (auto m = field->begin(); m != field->end(); ++m) {
+      if (m.key() == "resourceVersion") continue;
+      auto o = other->find(m.key());
+      if (o == other->end() || *m != *o) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Informer::Informer(std::shared_ptr<Client> client, InformerOptions options)
     : client_(std::move(client)), options_(std::move(options)) {}
 
-Informer::~Informer() { Stop(); }
+Informer::~Informer() {
+  Stop();
+  std::lock_guard lock(mutex_);
+  CountLocked(-static_cast<double>(objects_.size()), -stored_bytes_);
+}
+
+void Informer::CountLocked(double objects, double bytes) {
+  stored_bytes_ += bytes;
+  if (cache_series_.objects == nullptr) return;
+  cache_series_.objects->Increment(objects);
+  cache_series_.bytes->Increment(bytes);
+}
 
 void Informer::AddHandlers(InformerHandlers handlers) { handlers_.push_back(std::move(handlers)); }
 
@@ -47,6 +79,14 @@ void Informer::AddIndex(const std::string& name, IndexFunction function) {
 
 void Informer::Start() {
   if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (cache_series_.objects == nullptr) {
+      cache_series_ = client_->metrics().Cache(options_.resource.resource);
+      cache_series_.objects->Increment(static_cast<double>(objects_.size()));
+      cache_series_.bytes->Increment(stored_bytes_);
+    }
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -155,8 +195,17 @@ bool Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) 
   if (!inserted) {
     if (slot->second == packed) return false;
     old = Unpack(slot->second);
+    if (OnlyVersionDiffers(*old, *object)) {
+      // Stored (a write that names a resourceVersion reads the new one), but nobody is told:
+      // nothing a handler can read changed. At cluster size most updates are these.
+      CountLocked(0, static_cast<double>(packed.size()) - static_cast<double>(slot->second.size()));
+      slot->second = std::move(packed);
+      return false;
+    }
     IndexLocked(key, *old, false);
+    CountLocked(-1, -static_cast<double>(slot->first.size() + slot->second.size()));
   }
+  CountLocked(1, static_cast<double>(slot->first.size() + packed.size()));
   slot->second = std::move(packed);
   IndexLocked(key, *object, true);
   changes.push_back({old, object});
@@ -169,6 +218,7 @@ void Informer::Remove(const std::string& key, std::vector<Change>& changes) {
   if (found == objects_.end()) return;
   CachedObject old = Unpack(found->second);
   IndexLocked(key, *old, false);
+  CountLocked(-1, -static_cast<double>(found->first.size() + found->second.size()));
   changes.push_back({old, nullptr});
   objects_.erase(found);
 }
@@ -207,6 +257,7 @@ void Informer::ListAndReplace() {
     // list until the end would cost more memory than the cache itself.
     std::vector<Change> changes;
     ListPage page = client_->ListOnePage(options_.resource, list_options, [&](core::Json&& item) {
+      if (options_.keep && !options_.keep(item)) return;  // not listed: removed below if cached
       CachedObject object = Project(item);
       listed.insert(ObjectKey(*object));
       Upsert(object, changes);  // unchanged objects raise no event
@@ -256,7 +307,11 @@ int Informer::WatchOnce(Backoff& backoff) {
         switch (event.type) {
           case WatchEventType::kAdded:
           case WatchEventType::kModified:
-            Upsert(Project(event.object), changes);
+            if (options_.keep && !options_.keep(event.object)) {
+              Remove(ObjectKey(event.object), changes);  // if it was kept before
+            } else {
+              Upsert(Project(event.object), changes);
+            }
             break;
           case WatchEventType::kDeleted:
             Remove(ObjectKey(event.object), changes);

@@ -36,6 +36,9 @@ struct InformerHandlers {
 // are always kept.
 using Projection = std::function<core::Json(const core::Json& object)>;
 
+// Whether the informer caches an object at all (run on the object as the server sends it).
+using ObjectFilter = std::function<bool(const core::Json& object)>;
+
 // The values an object is filed under in an index (run on the projected object).
 using IndexFunction = std::function<std::vector<std::string>(const core::Json& object)>;
 
@@ -44,7 +47,12 @@ struct InformerOptions {
   std::string label_selector;
   std::string field_selector;
   Projection projection;  // null: whole objects
-  long page_size = 200;   // smaller pages: less transient memory, hardly slower
+  // Objects it does not keep are not cached and raise no event; one cached before that stops
+  // being kept is removed (its handlers hear a delete). Null: every object. For a resource whose
+  // objects the controllers mostly do not read (the Events of a busy cluster), unlike a field
+  // selector it can say "this reason or that reporting controller".
+  ObjectFilter keep;
+  long page_size = 200;  // smaller pages: less transient memory, hardly slower
   BackoffOptions backoff{std::chrono::milliseconds(800), std::chrono::milliseconds(30000), 2.0,
                          0.5};
   // While the resource is not served (a CRD not installed), the list is tried again at least
@@ -106,10 +114,13 @@ class Informer {
   void ListAndReplace();
   int WatchOnce(Backoff& backoff);  // returns the number of events received
   CachedObject Project(const core::Json& object) const;
-  // False (and no change) when the stored object is byte-for-byte the same.
+  // False when no handler is told: the stored object is byte-for-byte the same (nothing stored),
+  // or only its resourceVersion changed (the new version stored).
   bool Upsert(const CachedObject& object, std::vector<Change>& changes);
   void Remove(const std::string& key, std::vector<Change>& changes);
   void IndexLocked(const std::string& key, const core::Json& object, bool add);
+  // Moves the cache gauges (ncclguard_informer_objects, _stored_bytes) by an entry's change.
+  void CountLocked(double objects, double bytes);
   void Notify(const std::vector<Change>& changes);
 
   std::shared_ptr<Client> client_;
@@ -124,6 +135,8 @@ class Informer {
   std::unordered_map<std::string, std::vector<std::uint8_t>> objects_;
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
   std::string resource_version_;
+  Metrics::CacheSeries cache_series_;  // set by Start
+  double stored_bytes_ = 0;
   bool synced_ = false;
   bool not_served_ = false;
   InformerStats stats_;

@@ -63,7 +63,16 @@ Metrics::Metrics(prometheus::Registry& registry)
       leader_status_(prometheus::BuildGauge()
                          .Name("ncclguard_leader_election_master_status")
                          .Help("1 while this replica holds the Lease, else 0.")
-                         .Register(registry)) {}
+                         .Register(registry)),
+      cache_objects_(prometheus::BuildGauge()
+                         .Name("ncclguard_informer_objects")
+                         .Help("Objects the informers of a resource hold in their caches.")
+                         .Register(registry)),
+      cache_bytes_(prometheus::BuildGauge()
+                       .Name("ncclguard_informer_stored_bytes")
+                       .Help("Bytes the informers of a resource store: keys and objects as "
+                             "projected and packed, not the maps and indexes around them.")
+                       .Register(registry)) {}
 
 void Metrics::CountRequest(std::string_view method, long status) {
   prometheus::Counter* series = nullptr;
@@ -115,6 +124,11 @@ WorkQueueMetrics Metrics::Queue(const std::string& name) {
 
 prometheus::Gauge& Metrics::LeaderStatus(const std::string& name) {
   return leader_status_.Add({{"name", name}});
+}
+
+Metrics::CacheSeries Metrics::Cache(std::string_view resource) {
+  const prometheus::Labels labels{{"resource", std::string(resource)}};
+  return {&cache_objects_.Add(labels), &cache_bytes_.Add(labels)};
 }
 
 }  // namespace ncclguard::kube

@@ -59,6 +59,13 @@ class Metrics {
   WorkQueueMetrics Queue(const std::string& name);
   // ncclguard_leader_election_master_status of the lease `name`: 1 while this replica holds it.
   prometheus::Gauge& LeaderStatus(const std::string& name);
+  // What the informers of `resource` hold: objects, and their stored bytes (keys and packed
+  // objects). Informers of one resource add into the same two series.
+  struct CacheSeries {
+    prometheus::Gauge* objects = nullptr;
+    prometheus::Gauge* bytes = nullptr;
+  };
+  CacheSeries Cache(std::string_view resource);
 
  private:
   prometheus::Counter& RestartSeries(std::string_view resource, std::string_view why);
@@ -71,6 +78,8 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& queue_duration_;
   prometheus::Family<prometheus::Histogram>& work_duration_;
   prometheus::Family<prometheus::Gauge>& leader_status_;
+  prometheus::Family<prometheus::Gauge>& cache_objects_;
+  prometheus::Family<prometheus::Gauge>& cache_bytes_;
 
   std::mutex mutex_;  // the caches below
   std::map<std::pair<std::string, long>, prometheus::Counter*, metrics::ViewPairLess<long>>

@@ -78,6 +78,18 @@ kube::Projection UnionOf(std::vector<kube::Projection> projections) {
   };
 }
 
+kube::ObjectFilter EitherOf(std::vector<kube::ObjectFilter> filters) {
+  if (filters.empty()) return nullptr;
+  for (const kube::ObjectFilter& filter : filters) {
+    if (!filter) return nullptr;  // someone keeps every object
+  }
+  if (filters.size() == 1) return std::move(filters.front());
+  return [filters = std::move(filters)](const Json& object) {
+    return std::any_of(filters.begin(), filters.end(),
+                       [&object](const kube::ObjectFilter& keep) { return keep(object); });
+  };
+}
+
 std::vector<Reads> ManagerReads() {
   return {
       // One small object: kept whole.
@@ -115,18 +127,21 @@ Caches::Caches(std::shared_ptr<kube::Client> client, std::span<const Reads> read
     kube::ResourceRef resource;
     std::vector<kube::Projection> projections;
     std::map<std::string, kube::IndexFunction> indexes;  // the first of one name
+    std::vector<kube::ObjectFilter> filters;
   };
   std::map<std::string, Merged> merged;
   for (const Reads& read : reads) {
     Merged& entry = merged[Key(read.resource)];
     entry.resource = read.resource;
     entry.projections.push_back(read.fields);
+    entry.filters.push_back(read.keep);
     for (const auto& [name, index] : read.indexes) entry.indexes.try_emplace(name, index);
   }
   for (auto& [key, entry] : merged) {
     kube::InformerOptions options;
     options.resource = entry.resource;
     options.projection = UnionOf(std::move(entry.projections));
+    options.keep = EitherOf(std::move(entry.filters));
     auto informer = std::make_unique<kube::Informer>(client, std::move(options));
     for (auto& [name, index] : entry.indexes) informer->AddIndex(name, std::move(index));
     informers_.emplace(key, std::move(informer));

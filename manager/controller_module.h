@@ -69,6 +69,9 @@ struct Reads {
   kube::Projection fields;
   // Lookups by index name (on the projected object).
   std::vector<std::pair<std::string, kube::IndexFunction>> indexes;
+  // Which objects are cached at all (kube::InformerOptions::keep); null: every one. Two
+  // controllers reading one resource get the objects either keeps.
+  kube::ObjectFilter keep;
 };
 
 // What a controller's install step adds to the manager.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "controllers/labels.h"
+#include "core/contract.h"
 #include "core/json_access.h"
 #include "core/pod_spec.h"
 
@@ -278,6 +279,18 @@ kube::Projection ObservedNodeProjection() {
 kube::Projection NodeValidationProjection() { return kube::KeepFields({"/status"}); }
 
 kube::Projection NamespaceProjection() { return kube::KeepFields({"/metadata/labels"}); }
+
+bool ReadEvent(const Json& event) {
+  if (const Json* controller = Find(event, "reportingController");
+      controller != nullptr && controller->is_string() &&
+      controller->get_ref<const std::string&>() == core::kReportingController) {
+    return true;
+  }
+  const Json* regarding = Find(event, "regarding");
+  const Json* kind = regarding != nullptr ? Find(*regarding, "kind") : nullptr;
+  const Json* reason = Find(event, "reason");
+  return kind != nullptr && *kind == "Pod" && reason != nullptr && *reason == "FailedScheduling";
+}
 
 kube::Projection EventProjection() {
   return [](const Json& object) {

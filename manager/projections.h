@@ -34,6 +34,10 @@ kube::Projection NodeValidationProjection();
 kube::Projection NamespaceProjection();
 // events.k8s.io/v1 Events about pods and managed kinds: regarding, reason, note, type.
 kube::Projection EventProjection();
+// The Events the controller reads at all: a pod's FailedScheduling (the scheduling diagnoses) and
+// ncclguard's own (a job's Events are not said twice). A busy cluster's other Events (Scheduled,
+// SuccessfulCreate, Pulled, Started: two or more a pod) are not cached.
+bool ReadEvent(const core::Json& event);
 
 // Indexes (manager/cache.h names them): pods by "<ns>/<job label>=<job name>" for each managed
 // kind's label; Events by "<ns>/<kind>/<name>" of what they are about.

@@ -318,8 +318,10 @@ ControllerModule DeclareTrainingJobs() {
       {kube::resources::Pods(), PodProjection(), {{kPodsByJobIndex, PodsByJob()}}});
   module.reads.push_back({kube::resources::Services(), ServiceProjection(), {}});
   module.reads.push_back({kube::resources::Namespaces(), NamespaceProjection(), {}});
-  module.reads.push_back(
-      {kube::resources::Events(), EventProjection(), {{kEventsByRegarding, EventsByRegarding()}}});
+  module.reads.push_back({kube::resources::Events(),
+                          EventProjection(),
+                          {{kEventsByRegarding, EventsByRegarding()}},
+                          ReadEvent});
   module.reads.push_back({watched::NcclPolicies(), nullptr, {}});
   module.access.push_back(
       Access("", {"pods/log"}, {"get"},

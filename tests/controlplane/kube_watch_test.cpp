@@ -199,6 +199,12 @@ TEST_F(KubeClientTest, InformerConvergesOnProjectedObjectsWithIndexes) {
   ASSERT_TRUE(cached);
   EXPECT_FALSE(cached->contains("data")) << "the projection drops what controllers do not read";
   EXPECT_EQ((*cached)["metadata"]["name"], "before-3");
+  // What an SRE reads of the caches' size: objects, and bytes as stored (projected: without the
+  // 60 kB of data the server holds).
+  const kube::Metrics::CacheSeries cache = client_->metrics().Cache("configmaps");
+  EXPECT_EQ(cache.objects->Value(), 30.0);
+  EXPECT_GT(cache.bytes->Value(), 30.0 * 20);
+  EXPECT_LT(cache.bytes->Value(), 30.0 * 2000);
 
   for (int i = 0; i < 10; ++i)
     client_->Create(ConfigMaps(), ConfigMap("after-" + std::to_string(i)));
@@ -218,7 +224,71 @@ TEST_F(KubeClientTest, InformerConvergesOnProjectedObjectsWithIndexes) {
     EXPECT_EQ(recorded.updates, 5);
     EXPECT_EQ(recorded.deletes, 10);
   }
+  // A change of what the projection drops (an annotation here; a pod's IP, a node's heartbeat in
+  // a cluster) is stored, with its resourceVersion, but tells no handler.
+  for (int i = 5; i < 10; ++i) {
+    client_->Patch(ConfigMaps().Named("before-" + std::to_string(i)), kube::PatchType::kMerge,
+                   {{"metadata", {{"annotations", {{"note", "dropped"}}}}}});
+  }
+  client_->Patch(ConfigMaps().Named("before-10"), kube::PatchType::kMerge,
+                 {{"metadata", {{"labels", {{"job", "d"}}}}}});
+  EXPECT_TRUE(
+      Eventually([&] { return CacheMatchesServer(*client_, informer, ConfigMaps()); }, 10s));
+  {
+    std::lock_guard lock(recorded.mutex);
+    EXPECT_EQ(recorded.updates, 6) << "the label change only";
+  }
+  EXPECT_EQ(cache.objects->Value(), static_cast<double>(informer.size()));
+  {
+    kube::Informer second(client_, options);
+    second.Start();
+    ASSERT_TRUE(second.WaitForSync(10s));
+    EXPECT_EQ(cache.objects->Value(), 2.0 * static_cast<double>(informer.size()))
+        << "informers of one resource add into its series";
+  }
+  EXPECT_EQ(cache.objects->Value(), static_cast<double>(informer.size()))
+      << "an informer destroyed takes its objects out of the series";
   informer.Stop();
+}
+
+// An informer that keeps only some objects (the Events of a busy cluster): the others are not
+// cached and raise no event; one that stops being kept is removed as a delete, one that starts is
+// added.
+TEST_F(KubeClientTest, AnInformerCachesOnlyTheObjectsItKeeps) {
+  for (int i = 0; i < 12; ++i) {
+    core::Json cm = ConfigMap("kept-" + std::to_string(i));
+    cm["metadata"]["labels"] = {{"read", i % 3 == 0 ? "yes" : "no"}};
+    client_->Create(ConfigMaps(), cm);
+  }
+  kube::InformerOptions options;
+  options.resource = ConfigMaps();
+  options.page_size = 5;
+  options.keep = [](const core::Json& object) {
+    return object["metadata"].value("labels", core::Json::object()).value("read", "") == "yes";
+  };
+  kube::Informer informer(client_, options);
+  Recorded recorded;
+  informer.AddHandlers(Count(recorded));
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(10s));
+  EXPECT_EQ(informer.size(), 4u);
+  EXPECT_FALSE(informer.Get(namespace_ + "/kept-1"));
+  client_->Patch(ConfigMaps().Named("kept-0"), kube::PatchType::kMerge,
+                 {{"metadata", {{"labels", {{"read", "no"}}}}}});
+  client_->Patch(ConfigMaps().Named("kept-1"), kube::PatchType::kMerge,
+                 {{"metadata", {{"labels", {{"read", "yes"}}}}}});
+  client_->Patch(ConfigMaps().Named("kept-2"), kube::PatchType::kMerge,
+                 {{"metadata", {{"annotations", {{"unread", "still not kept"}}}}}});
+  client_->Delete(ConfigMaps().Named("kept-4"));  // never kept
+  EXPECT_TRUE(Eventually(
+      [&] { return informer.Get(namespace_ + "/kept-1") && !informer.Get(namespace_ + "/kept-0"); },
+      10s));
+  std::this_thread::sleep_for(500ms);  // the other two changes, had they raised anything
+  EXPECT_EQ(informer.size(), 4u);
+  std::lock_guard lock(recorded.mutex);
+  EXPECT_EQ(recorded.adds, 5) << "four listed, kept-1 once kept";
+  EXPECT_EQ(recorded.updates, 0);
+  EXPECT_EQ(recorded.deletes, 1) << "kept-0, no longer kept";
 }
 
 // etcd's own HTTP gateway, to change what the API server stores while it is down and to

@@ -88,6 +88,8 @@ METRICS = {
         {"method": "GET", "code": "200"}, {"method": "PATCH", "code": "200"}, {"method": "POST", "code": "201"},
         {"method": "PATCH", "code": "409"}])),
     "ncclguard_watch_restarts_total": ("counter", _both([{"resource": "pods", "reason": "expired"}])),
+    "ncclguard_informer_objects": ("gauge", _both([{"resource": "pods"}, {"resource": "nodes"}])),
+    "ncclguard_informer_stored_bytes": ("gauge", _both([{"resource": "pods"}, {"resource": "nodes"}])),
     "ncclguard_leader_election_master_status": ("gauge", [
         ("leader", {"name": "ncclguard-controller"}), ("standby", {"name": "ncclguard-controller"})]),
     "ncclguard_gate_held_jobs": ("gauge", _leader([

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "controllers/training_job_reconciler.h"
+#include "core/contract.h"
 #include "core/reason.h"
 #include "manager/cache.h"
 #include "manager/executor.h"
@@ -93,7 +94,46 @@ void Fill(FakeCluster& cluster, bool projected) {
                    {"note", "0/3 nodes are available: 1 node(s) had untolerated taint"},
                    {"type", "Warning"},
                    {"reportingController", "default-scheduler"}};
-  cluster.AddEvent(projected ? event_projection(event) : event);
+  // What else a busy cluster says of these objects: not cached (manager::ReadEvent), and the
+  // reconcile does the same without them.
+  const auto other = [](const char* name, const char* kind, const char* about, const char* reason,
+                        const char* controller) {
+    return Json{{"apiVersion", "events.k8s.io/v1"},
+                {"kind", "Event"},
+                {"metadata", {{"name", name}, {"namespace", "team"}}},
+                {"regarding", {{"kind", kind}, {"name", about}}},
+                {"reason", reason},
+                {"note", "something happened"},
+                {"type", "Normal"},
+                {"reportingController", controller}};
+  };
+  for (const Json& e :
+       {event, other("e2", "Pod", "llama-master-0", "Scheduled", "default-scheduler"),
+        other("e3", "Pod", "llama-master-0", "Started", "kubelet"),
+        other("e4", "PyTorchJob", "llama", "SuccessfulCreatePod", "pytorchjob-controller")}) {
+    if (!projected) {
+      cluster.AddEvent(e);
+    } else if (manager::ReadEvent(e)) {
+      cluster.AddEvent(event_projection(e));
+    }
+  }
+}
+
+TEST(ControllerProjections, OnlyTheEventsTheControllerReadsAreCached) {
+  const auto event = [](const char* kind, const char* reason, const char* controller) {
+    return Json{{"regarding", {{"kind", kind}, {"name", "x"}}},
+                {"reason", reason},
+                {"reportingController", controller}};
+  };
+  EXPECT_TRUE(manager::ReadEvent(event("Pod", "FailedScheduling", "default-scheduler")));
+  EXPECT_TRUE(manager::ReadEvent(event("PyTorchJob", "InsufficientValidatedNodes",
+                                       std::string(core::kReportingController).c_str())));
+  EXPECT_TRUE(manager::ReadEvent(
+      event("Pod", "EfaTcpFallback", std::string(core::kReportingController).c_str())));
+  EXPECT_FALSE(manager::ReadEvent(event("Pod", "Scheduled", "default-scheduler")));
+  EXPECT_FALSE(manager::ReadEvent(event("Job", "SuccessfulCreate", "job-controller")));
+  EXPECT_FALSE(manager::ReadEvent(event("Node", "FailedScheduling", "default-scheduler")));
+  EXPECT_FALSE(manager::ReadEvent(Json::array()));
 }
 
 TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) {
@@ -159,6 +199,7 @@ TEST(ControllerProjections, ObjectsOfTheWrongShapeNeverThrow) {
     EXPECT_NO_THROW(manager::NodeValidationProjection()(object));
     EXPECT_NO_THROW(manager::NamespaceProjection()(object));
     EXPECT_NO_THROW(manager::EventProjection()(object));
+    EXPECT_NO_THROW(manager::ReadEvent(object));
   }
 }
 
