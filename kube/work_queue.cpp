@@ -23,19 +23,36 @@ void WorkQueue::SetDepthLocked() {
   }
 }
 
-void WorkQueue::AddLocked(const std::string& key) {
-  if (shutting_down_ || dirty_.contains(key)) return;
+void WorkQueue::EnqueueLocked(const std::string& key) {
+  (urgent_keys_.contains(key) ? urgent_ : queue_).push_back(key);
+  changed_.notify_one();
+}
+
+void WorkQueue::AddLocked(const std::string& key, bool urgent) {
+  if (shutting_down_) return;
+  if (dirty_.contains(key)) {
+    // Waiting already: an urgent add moves it up (its normal entry turns stale).
+    if (urgent && urgent_keys_.insert(key).second && !processing_.contains(key)) {
+      EnqueueLocked(key);
+    }
+    return;
+  }
   dirty_.emplace(key, StampLocked());
+  if (urgent) urgent_keys_.insert(key);
   if (options_.metrics.adds != nullptr) options_.metrics.adds->Increment();
   SetDepthLocked();
   if (processing_.contains(key)) return;  // Done will queue it again
-  queue_.push_back(key);
-  changed_.notify_one();
+  EnqueueLocked(key);
 }
 
 void WorkQueue::Add(const std::string& key) {
   std::lock_guard lock(mutex_);
   AddLocked(key);
+}
+
+void WorkQueue::AddUrgent(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  AddLocked(key, true);
 }
 
 void WorkQueue::AddAfter(const std::string& key, Clock::duration delay) {
@@ -110,18 +127,25 @@ void WorkQueue::PromoteDueLocked(Clock::time_point now) {
 }
 
 std::optional<std::string> WorkQueue::PopLocked() {
-  if (queue_.empty()) return std::nullopt;
-  std::string key = std::move(queue_.front());
-  queue_.pop_front();
+  std::string key;
+  while (true) {
+    const bool from_urgent = !urgent_.empty();
+    std::deque<std::string>& line = from_urgent ? urgent_ : queue_;
+    if (line.empty()) return std::nullopt;
+    key = std::move(line.front());
+    line.pop_front();
+    if (!dirty_.contains(key) || processing_.contains(key)) continue;  // stale
+    if (!from_urgent && urgent_keys_.contains(key)) continue;          // moved up: stale
+    break;
+  }
+  urgent_keys_.erase(key);
   const Clock::time_point now = StampLocked();
   const auto added = dirty_.find(key);
-  if (added != dirty_.end()) {
-    if (options_.metrics.queue_duration != nullptr) {
-      options_.metrics.queue_duration->Observe(
-          std::chrono::duration<double>(now - added->second).count());
-    }
-    dirty_.erase(added);
+  if (options_.metrics.queue_duration != nullptr) {
+    options_.metrics.queue_duration->Observe(
+        std::chrono::duration<double>(now - added->second).count());
   }
+  dirty_.erase(added);
   processing_.insert_or_assign(key, now);
   SetDepthLocked();
   return key;
@@ -158,10 +182,7 @@ void WorkQueue::Done(const std::string& key) {
         std::chrono::duration<double>(StampLocked() - handed_out->second).count());
   }
   processing_.erase(handed_out);
-  if (dirty_.contains(key) && !shutting_down_) {
-    queue_.push_back(key);
-    changed_.notify_one();
-  }
+  if (dirty_.contains(key) && !shutting_down_) EnqueueLocked(key);
 }
 
 void WorkQueue::ShutDown() {
@@ -169,6 +190,8 @@ void WorkQueue::ShutDown() {
     std::lock_guard lock(mutex_);
     shutting_down_ = true;
     queue_.clear();
+    urgent_.clear();
+    urgent_keys_.clear();
     waiting_.clear();
     waiting_until_.clear();
     SetDepthLocked();
@@ -183,7 +206,10 @@ bool WorkQueue::shutting_down() const {
 
 std::size_t WorkQueue::Len() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
+  if (shutting_down_) return 0;
+  std::size_t ready = 0;
+  for (const auto& [key, added] : dirty_) ready += processing_.contains(key) ? 0 : 1;
+  return ready;
 }
 
 }  // namespace ncclguard::kube

@@ -1,7 +1,8 @@
 // A work queue of object keys for controllers: a key is queued at most once however often it
 // is added, a key being processed is never handed to a second worker (it is queued again when
 // Done if it was added meanwhile), per-key exponential backoff for retries under an overall limit
-// on the retries of all keys together, delayed adds.
+// on the retries of all keys together, delayed adds, and urgent adds served before the rest (a
+// held job its nodes can now release goes ahead of a thousand pods' status changes).
 #pragma once
 
 #include <chrono>
@@ -42,6 +43,9 @@ class WorkQueue {
                      std::function<Clock::time_point()> now = Clock::now);
 
   void Add(const std::string& key);
+  // Served before every key added otherwise, first come first served among the urgent ones; a
+  // key queued already moves up, one being processed is queued urgent when Done.
+  void AddUrgent(const std::string& key);
   void AddAfter(const std::string& key, Clock::duration delay);
   // Adds after the key's backoff, base_delay * 2^(failures so far) capped at max_delay, or
   // after its turn in the overall retry bucket when that is later.
@@ -64,7 +68,9 @@ class WorkQueue {
   std::size_t Len() const;  // keys ready to be handed out
 
  private:
-  void AddLocked(const std::string& key);
+  void AddLocked(const std::string& key, bool urgent = false);
+  // Puts a dirty key that no worker holds in line (its urgent or its normal one).
+  void EnqueueLocked(const std::string& key);
   void PromoteDueLocked(Clock::time_point now);
   std::optional<std::string> PopLocked();
   Clock::duration BackoffLocked(const std::string& key) const;
@@ -76,7 +82,12 @@ class WorkQueue {
   std::function<Clock::time_point()> now_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
+  // The lines of keys to hand out, urgent_ first. An entry is stale when its key is no longer
+  // dirty, or is held by a worker, or moved to urgent_: PopLocked skips those. Every dirty key
+  // that no worker holds has an entry that is not stale.
   std::deque<std::string> queue_;
+  std::deque<std::string> urgent_;
+  std::unordered_set<std::string> urgent_keys_;  // dirty keys added urgent
   // Queued or to be re-queued when Done, with when it was added; handed out and not Done yet,
   // with when it was handed out (the times only while the durations are recorded).
   std::unordered_map<std::string, Clock::time_point> dirty_;

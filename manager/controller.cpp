@@ -47,7 +47,13 @@ void Controller::OnChange(const TextWatch& watch, const Change& change) {
   const std::vector<std::string> keys = watch.map(change.object());
   std::lock_guard lock(queue_mutex_);
   if (queue_ == nullptr) return;
-  for (const std::string& key : keys) queue_->Add(key);
+  for (const std::string& key : keys) {
+    if (watch.urgent) {
+      queue_->AddUrgent(key);
+    } else {
+      queue_->Add(key);
+    }
+  }
 }
 
 void Controller::Enqueue(const std::string& key) {

@@ -68,6 +68,9 @@ struct Watch {
   // The keys a changed object affects (for a delete, the object as last seen).
   std::function<std::vector<Key>(const core::Json& object)> map;
   Predicate predicate;
+  // Its keys go ahead of the others in the work queue (kube::WorkQueue::AddUrgent): a change
+  // that can release a held job, not one a thousand pods make.
+  bool urgent = false;
 };
 
 template <QueueKey Key>
@@ -94,6 +97,7 @@ class Controller {
     kube::Informer* informer = nullptr;
     std::function<std::vector<std::string>(const core::Json& object)> map;
     Predicate predicate;
+    bool urgent = false;
   };
   struct Spec {
     std::string name;
@@ -161,7 +165,7 @@ Controller::Spec Erase(ControllerSpec<Key> spec) {
                               [map = std::move(watch.map), texts](const core::Json& object) {
                                 return texts(map(object));
                               },
-                              std::move(watch.predicate)});
+                              std::move(watch.predicate), watch.urgent});
   }
   erased.all_keys = [all = std::move(spec.all_keys), texts] { return texts(all()); };
   erased.reconcile = [reconcile = std::move(spec.reconcile)](

@@ -128,7 +128,8 @@ inline bool WorseValidationChange(const Change& change) {
 // for; a change for the worse wakes every one waiting for the type, so that their message names
 // it at once. The caches' NodeSupplyIndex has taken the change in by then (its handlers come
 // first), so its count is the one the woken reconcile will see, and it knows a NodeValidation's
-// node's type.
+// node's type. The objects a change for the better wakes are queued urgent: a release goes ahead
+// of the reconciles that the released jobs' pods queue.
 template <QueueKey Key>
 std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySource& policy,
                                           std::shared_ptr<const WaitingKeys<Key>> waiting) {
@@ -152,7 +153,8 @@ std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySour
           [releasable, node_type](const core::Json& node) { return releasable(node_type(node)); },
           [](const Change& change) {
             return GateRelevantNodeChange(change) && !WorseNodeChange(change);
-          }},
+          },
+          true},
       Watch<Key>{
           &caches.nodes(),
           [everyone, node_type](const core::Json& node) { return everyone(node_type(node)); },
@@ -163,7 +165,8 @@ std::vector<Watch<Key>> NodeChangeWatches(const Caches& caches, const PolicySour
                  },
                  [](const Change& change) {
                    return GateRelevantValidationChange(change) && !WorseValidationChange(change);
-                 }},
+                 },
+                 true},
       Watch<Key>{&caches.node_validations(),
                  [everyone, validation_type](const core::Json& validation) {
                    return everyone(validation_type(validation));

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,6 +172,85 @@ TEST(WorkQueue, BlockingGetHandsOutEachKeyToExactlyOneOfManyWorkers) {
   std::sort(processed.begin(), processed.end());
   EXPECT_EQ(std::unique(processed.begin(), processed.end()), processed.end());
   EXPECT_EQ(processed.size(), 200u);
+}
+
+// A held job its nodes can now release goes ahead of the keys its pods' changes queued.
+TEST(WorkQueue, UrgentKeysAreServedFirstAndAQueuedKeyMovesUp) {
+  WorkQueue queue;
+  for (const char* key : {"ns/a", "ns/b", "ns/c"}) queue.Add(key);
+  queue.AddUrgent("ns/c");  // queued already: moves up, once
+  queue.AddUrgent("ns/d");
+  queue.Add("ns/d");  // a normal add of an urgent key leaves it urgent
+  EXPECT_EQ(queue.Len(), 4u);
+  EXPECT_EQ(queue.TryGet(), "ns/c");
+  EXPECT_EQ(queue.TryGet(), "ns/d");
+  EXPECT_EQ(queue.TryGet(), "ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/b");
+  EXPECT_EQ(queue.TryGet(), std::nullopt) << "the entry ns/c left behind is not handed out";
+}
+
+TEST(WorkQueue, AnUrgentAddWhileAWorkerHoldsTheKeyQueuesItUrgentWhenDone) {
+  WorkQueue queue;
+  queue.Add("ns/a");
+  ASSERT_EQ(queue.TryGet(), "ns/a");
+  queue.Add("ns/b");
+  queue.AddUrgent("ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/b") << "ns/a is held: not handed out twice";
+  queue.Add("ns/c");
+  queue.Done("ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/a");
+  EXPECT_EQ(queue.TryGet(), "ns/c");
+  EXPECT_EQ(queue.TryGet(), std::nullopt);
+}
+
+// Against a model: every key added is handed out exactly once per add that found it not waiting,
+// never to two workers at once, urgent ones before the others whenever both wait.
+TEST(WorkQueue, RandomAddsUrgentAddsAndDonesKeepTheQueuesPromises) {
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    std::mt19937 random(seed);
+    WorkQueue queue;
+    std::set<std::string> waiting, urgent, held;
+    for (int step = 0; step < 2000; ++step) {
+      const std::string key = "ns/" + std::to_string(random() % 12);
+      switch (random() % 4) {
+        case 0:
+          queue.Add(key);
+          waiting.insert(key);
+          break;
+        case 1:
+          queue.AddUrgent(key);
+          waiting.insert(key);
+          urgent.insert(key);
+          break;
+        case 2: {
+          const std::optional<std::string> got = queue.TryGet();
+          std::set<std::string> ready;
+          for (const std::string& k : waiting) {
+            if (!held.contains(k)) ready.insert(k);
+          }
+          ASSERT_EQ(got.has_value(), !ready.empty()) << "seed " << seed << " step " << step;
+          if (!got) break;
+          ASSERT_TRUE(ready.contains(*got));
+          const bool urgent_ready = std::any_of(ready.begin(), ready.end(),
+                                                [&](const auto& k) { return urgent.contains(k); });
+          ASSERT_EQ(urgent.contains(*got), urgent_ready) << "seed " << seed << " step " << step;
+          waiting.erase(*got);
+          urgent.erase(*got);
+          held.insert(*got);
+          break;
+        }
+        default:
+          if (held.empty()) break;
+          auto it = held.begin();
+          std::advance(it, random() % held.size());
+          queue.Done(*it);
+          held.erase(it);
+      }
+      std::size_t ready = 0;
+      for (const std::string& k : waiting) ready += held.contains(k) ? 0 : 1;
+      ASSERT_EQ(queue.Len(), ready);
+    }
+  }
 }
 
 }  // namespace
