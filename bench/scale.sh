@@ -84,6 +84,7 @@ for run in $(seq "$runs"); do
   # Jobs' pods after their release), at most 20 minutes.
   pods_now=$(wait_pods_settle 1200)
   stable_kb=$(stable_rss "$controller_pid")
+  scrape "$metrics_port" >"$work/metrics.stable"  # the caches' size then
   audit_mark "$work" jobs
 
   # Churn, RSS and the controller's watches sampled meanwhile.

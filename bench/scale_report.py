@@ -79,6 +79,15 @@ def run(argv):
     jobs_writes, jobs_lists, jobs_absent, jobs_watches = count(phases.get("jobs", []))
     churn_writes, churn_lists, churn_absent, churn_watches = count(phases.get("churn", []))
     rack_writes, rack_lists, rack_absent, rack_watches = count(phases.get("end", []))
+    # What the caches held at the stable RSS (ncclguard_informer_*): MB and objects by resource.
+    caches = collections.defaultdict(dict)
+    if os.path.exists(f"{work}/metrics.stable"):
+        for line in open(f"{work}/metrics.stable"):
+            for family, key, scale in (("ncclguard_informer_stored_bytes{", "mb", 1 / 2**20),
+                                       ("ncclguard_informer_objects{", "objects", 1)):
+                if line.startswith(family):
+                    resource = line.split('resource="')[1].split('"')[0]
+                    caches[resource][key] = round(float(line.split()[-1]) * scale, 2)
     restarts_by = {}
     for line in open(f"{work}/metrics.end"):
         if line.startswith("ncclguard_watch_restarts_total{") and float(line.split()[-1]) > 0:
@@ -99,6 +108,7 @@ def run(argv):
         "rss_idle_mb": round(int(idle_kb) / 1024, 1),
         "rss_stable_mb": round(int(stable_kb) / 1024, 1),
         "rss_peak_mb": round(int(peak_kb) / 1024, 1),
+        "caches_at_stable": dict(sorted(caches.items())),
         # the jobs phase: jobs created and released, their pods created, scheduled and run
         "controller_cpu_s_per_1000_jobs": round((cpu1[1] - cpu0[1]) * 1000 / jobs, 2),
         "apiserver_cpu_ms_per_job": round((cpu1[0] - cpu0[0]) * 1000 / jobs, 1),
@@ -141,6 +151,13 @@ def medians(path):
           f"{med(lambda r: r['pods_stored']):.0f}")
     print(f"  controller RSS: idle {med(lambda r: r['rss_idle_mb']):.1f} MB, stable "
           f"{med(lambda r: r['rss_stable_mb']):.1f} MB, peak {med(lambda r: r['rss_peak_mb']):.1f} MB")
+    resources = sorted({k for r in rows for k in r.get("caches_at_stable", {})},
+                       key=lambda k: -med(lambda r: r.get("caches_at_stable", {}).get(k, {}).get("mb")))
+    if resources:
+        print("  caches then (MB stored / objects): " + ", ".join(
+            f"{k} {med(lambda r, k=k: r['caches_at_stable'].get(k, {}).get('mb')):.1f}/"
+            f"{med(lambda r, k=k: r['caches_at_stable'].get(k, {}).get('objects')):.0f}"
+            for k in resources))
     print(f"  controller CPU {med(lambda r: r['controller_cpu_s_per_1000_jobs']):.2f} s per 1,000 jobs; "
           f"kube-apiserver CPU {med(lambda r: r['apiserver_cpu_ms_per_job']):.1f} ms per job")
     kinds = sorted({k for r in rows for k in r["writes_per_job"]})
