@@ -4,6 +4,33 @@
 
 namespace ncclguard::controllers {
 
+namespace {
+
+// The resourceVersion a merge patch names as its precondition; "" for none.
+std::string NamedVersion(const Json& patch) {
+  const auto metadata = patch.find("metadata");
+  if (metadata == patch.end() || !metadata->is_object()) return "";
+  const auto version = metadata->find("resourceVersion");
+  return version != metadata->end() && version->is_string() ? version->get<std::string>() : "";
+}
+
+}  // namespace
+
+Json PatchVersions::Resolve(const MergePatch& patch) const {
+  const std::string read = NamedVersion(patch.patch);
+  const auto made = made_.find(RestPath(patch.target, false, false));
+  if (read.empty() || made == made_.end() || made->second.first != read) return patch.patch;
+  Json body = patch.patch;
+  body["metadata"]["resourceVersion"] = made->second.second;
+  return body;
+}
+
+void PatchVersions::Wrote(const MergePatch& patch, std::string version) {
+  const std::string read = NamedVersion(patch.patch);
+  if (read.empty() || version.empty()) return;
+  made_[RestPath(patch.target, false, false)] = {read, std::move(version)};
+}
+
 std::string RestPath(const ObjectRef& target, bool collection, bool status) {
   // Core kinds ("v1") live under /api, the others under /apis/<group>/<version>.
   std::string path =

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,10 +29,27 @@ struct CreateObject {
 // A JSON merge patch (application/merge-patch+json), on the object or its status subresource.
 // A patch that carries metadata.resourceVersion fails with Conflict when the object changed
 // since the controller read it; the executor then requeues and the reconciler reads again.
+// Several patches of one object in one reconcile all name the version read: the writes between
+// them are the reconcile's own, so each is sent with the version the one before it made
+// (PatchVersions).
 struct MergePatch {
   ObjectRef target;
   bool status_subresource = false;
   Json patch;
+};
+
+// The versions one reconcile's patches have made of each object, for whoever applies them (the
+// executor, the tests' fake cluster).
+class PatchVersions {
+ public:
+  // `patch` as it is to be sent: the version it names, when an earlier patch of this reconcile
+  // named the same one, becomes the version that patch made.
+  Json Resolve(const MergePatch& patch) const;
+  // `patch` (as the reconcile computed it) was applied; the object is now at `version`.
+  void Wrote(const MergePatch& patch, std::string version);
+
+ private:
+  std::map<std::string, std::pair<std::string, std::string>> made_;  // object: (read, made)
 };
 
 // An events.k8s.io/v1 Event about `regarding`.

@@ -212,6 +212,13 @@ class JobReconcile {
     }
     Json patch = Json::object();
     patch["metadata"]["annotations"][std::string(core::kGateAnnotation)] = core::kGateAdmitted;
+    // Released from this read of the job, or not at all: a reconcile over a cache that has not
+    // seen an earlier release yet (the job pending still, at the version of that release's own
+    // status patch) gets a Conflict, not a second release (counted twice). The executor moves
+    // the version past this reconcile's own status patch.
+    if (const std::string version = Meta(job_, "resourceVersion"); !version.empty()) {
+      patch["metadata"]["resourceVersion"] = version;
+    }
     if (core::PodGated(info_)) {
       UngatePods();  // all of the job's pods at once, before the job says it was released
     } else {

@@ -51,7 +51,7 @@ struct InformerOptions {
   // being kept is removed (its handlers hear a delete). Null: every object. For a resource whose
   // objects the controllers mostly do not read (the Events of a busy cluster), unlike a field
   // selector it can say "this reason or that reporting controller".
-  ObjectFilter keep;
+  ObjectFilter keep = nullptr;
   long page_size = 200;  // smaller pages: less transient memory, hardly slower
   BackoffOptions backoff{std::chrono::milliseconds(800), std::chrono::milliseconds(30000), 2.0,
                          0.5};

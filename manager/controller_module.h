@@ -71,7 +71,7 @@ struct Reads {
   std::vector<std::pair<std::string, kube::IndexFunction>> indexes;
   // Which objects are cached at all (kube::InformerOptions::keep); null: every one. Two
   // controllers reading one resource get the objects either keeps.
-  kube::ObjectFilter keep;
+  kube::ObjectFilter keep = nullptr;
 };
 
 // What a controller's install step adds to the manager.

@@ -35,6 +35,8 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
                         const kube::StopToken& leading, std::string* error,
                         std::vector<controllers::Action>* unsent) {
   bool events_failed = false;
+  // The gate's status patch, then its release: the second names the version the first made.
+  controllers::PatchVersions versions;
   for (const controllers::Action& action : actions) {
     if (leading.stopped()) return Outcome::kStopped;
     try {
@@ -52,11 +54,11 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
         }
       } else if (const auto* patch = std::get_if<controllers::MergePatch>(&action)) {
         const kube::ResourceRef ref = ResourceFor(patch->target);
-        if (patch->status_subresource) {
-          client_->PatchStatus(ref, kube::PatchType::kMerge, patch->patch);
-        } else {
-          client_->Patch(ref, kube::PatchType::kMerge, patch->patch);
-        }
+        const core::Json body = versions.Resolve(*patch);
+        const core::Json answer = patch->status_subresource
+                                      ? client_->PatchStatus(ref, kube::PatchType::kMerge, body)
+                                      : client_->Patch(ref, kube::PatchType::kMerge, body);
+        versions.Wrote(*patch, kube::ResourceVersionOf(answer));
         ++stats_.patches;
       } else if (const auto* apply = std::get_if<controllers::ApplyObject>(&action)) {
         const kube::ResourceRef ref = ResourceFor(apply->target);

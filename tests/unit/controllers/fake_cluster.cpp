@@ -84,22 +84,24 @@ Json& FakeCluster::PodObject(const std::string& ns, const std::string& name) {
   throw std::out_of_range("no pod " + ns + "/" + name);
 }
 
-bool FakeCluster::ApplyPatch(const controllers::MergePatch& patch) {
+std::optional<std::string> FakeCluster::ApplyPatch(const controllers::MergePatch& patch) {
   if (patch.target.kind == "Pod") {
     Json& pod = PodObject(patch.target.namespace_, patch.target.name);
     Json body = patch.patch;
     if (body.contains("metadata") && body["metadata"].contains("resourceVersion")) {
-      if (body["metadata"]["resourceVersion"] != pod["metadata"]["resourceVersion"]) return false;
+      if (body["metadata"]["resourceVersion"] != pod["metadata"]["resourceVersion"]) {
+        return std::nullopt;
+      }
       body["metadata"].erase("resourceVersion");
     }
     pod.merge_patch(body);
     pod["metadata"]["resourceVersion"] = std::to_string(next_version_++);
-    return true;
+    return pod["metadata"]["resourceVersion"].get<std::string>();
   }
   if (patch.target.kind == "Service") {
     Json& service = services_.at(patch.target.namespace_ + "/" + patch.target.name);
     service.merge_patch(patch.patch);
-    return true;
+    return std::string();
   }
   for (auto& [key, job] : jobs_) {
     if (Str(job, "metadata", "name") != patch.target.name ||
@@ -109,7 +111,9 @@ bool FakeCluster::ApplyPatch(const controllers::MergePatch& patch) {
     }
     Json body = patch.patch;
     if (body.contains("metadata") && body["metadata"].contains("resourceVersion")) {
-      if (body["metadata"]["resourceVersion"] != job["metadata"]["resourceVersion"]) return false;
+      if (body["metadata"]["resourceVersion"] != job["metadata"]["resourceVersion"]) {
+        return std::nullopt;
+      }
       body["metadata"].erase("resourceVersion");
     }
     // The status subresource takes only status; the main resource ignores status.
@@ -122,13 +126,14 @@ bool FakeCluster::ApplyPatch(const controllers::MergePatch& patch) {
       job.merge_patch(body);
     }
     job["metadata"]["resourceVersion"] = std::to_string(next_version_++);
-    return true;
+    return job["metadata"]["resourceVersion"].get<std::string>();
   }
-  return false;
+  return std::nullopt;
 }
 
 int FakeCluster::Apply(const std::vector<controllers::Action>& actions) {
   int failed = 0;
+  controllers::PatchVersions versions;
   for (const controllers::Action& action : actions) {
     if (const auto* create = std::get_if<controllers::CreateObject>(&action)) {
       const std::string key = create->target.namespace_ + "/" + create->target.name;
@@ -138,7 +143,15 @@ int FakeCluster::Apply(const std::vector<controllers::Action>& actions) {
       }
       services_[key] = create->object;
     } else if (const auto* patch = std::get_if<controllers::MergePatch>(&action)) {
-      if (!ApplyPatch(*patch)) ++failed;
+      // As the executor sends them: a later patch of an object names the version the earlier
+      // one made.
+      controllers::MergePatch sent = *patch;
+      sent.patch = versions.Resolve(*patch);
+      if (const std::optional<std::string> version = ApplyPatch(sent)) {
+        versions.Wrote(*patch, *version);
+      } else {
+        ++failed;
+      }
     } else if (const auto* event = std::get_if<controllers::RecordEvent>(&action)) {
       events_.push_back(controllers::EventObject(*event, "test", "2026-12-02T14:00:00.000000Z"));
     }

@@ -55,7 +55,8 @@ class FakeCluster : public controllers::ClusterView {
   const core::Policy& Policy() const override { return policy_; }
 
  private:
-  bool ApplyPatch(const controllers::MergePatch& patch);
+  // The object's new resourceVersion ("" for a Service); nullopt: Conflict or no such object.
+  std::optional<std::string> ApplyPatch(const controllers::MergePatch& patch);
 
   std::map<std::string, Json> jobs_;  // by JobKey::ToString()
   std::map<std::string, Json> namespaces_;

@@ -225,6 +225,27 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
 }
 
+// A reconcile over a cache that has seen the release's status patch but not the release itself
+// (the job pending still, its condition True) sends a release that names that version: the API
+// server answers Conflict instead of releasing the job a second time (a release counted twice).
+TEST_F(Reconciler, AReconcileOverACacheBehindItsOwnReleaseDoesNotReleaseAgain) {
+  ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
+  const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
+  // What the cache holds for a moment: the release's status patch seen, the release not yet.
+  FakeCluster behind = cluster_;
+  ASSERT_EQ(behind.Apply({first.actions.front()}), 0);
+  ASSERT_EQ(cluster_.Apply(first.actions), 0);
+  const std::string released = cluster_.JobObject(key_)["metadata"]["resourceVersion"];
+
+  const auto stale =
+      controllers::ReconcileTrainingJob(key_, behind, kNow + std::chrono::minutes(1));
+  const auto patches = Only<MergePatch>(stale.actions);
+  ASSERT_EQ(patches.size(), 1u) << "the condition is already True: the release alone";
+  EXPECT_EQ(cluster_.Apply(stale.actions), 1) << "Conflict";
+  EXPECT_EQ(cluster_.JobObject(key_)["metadata"]["resourceVersion"], released);
+  EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+}
+
 // The API server applied the release's status patch but its answer was lost (the server was
 // slow past the client's timeout, or went away): the retry, reading the condition already True,
 // still tells of the release, once, before releasing.
