@@ -148,6 +148,18 @@ std::vector<CachedObject> Informer::ByIndex(const std::string& index,
   return matches;
 }
 
+void Informer::ForEach(const std::function<void(const core::Json& object)>& visit) const {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(mutex_);
+    keys.reserve(objects_.size());
+    for (const auto& [key, packed] : objects_) keys.push_back(key);
+  }
+  for (const std::string& key : keys) {
+    if (const CachedObject object = Get(key)) visit(*object);
+  }
+}
+
 std::size_t Informer::size() const {
   std::lock_guard lock(mutex_);
   return objects_.size();

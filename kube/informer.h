@@ -99,6 +99,10 @@ class Informer {
 
   CachedObject Get(const std::string& key) const;  // null when absent
   std::vector<CachedObject> List() const;
+  // Visits every object, decoded one at a time and without the lock held (the visitor may take
+  // its time): for a pass over 100,000 pods, where List would hold them all decoded at once
+  // (a gigabyte). Objects added during the pass may be missed, removed ones skipped.
+  void ForEach(const std::function<void(const core::Json& object)>& visit) const;
   std::vector<CachedObject> ByIndex(const std::string& index, const std::string& value) const;
   std::size_t size() const;
   std::string last_resource_version() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
@@ -82,25 +83,32 @@ PodLogSource KubePodLogSource(std::shared_ptr<kube::Client> client) {
 }
 
 std::vector<controllers::JobKey> PodLogReader::Tick(
-    const std::vector<core::Json>& pods,
-    const std::function<bool(const controllers::JobKey&)>& managed, controllers::Timestamp now) {
+    const Pods& pods, const std::function<bool(const controllers::JobKey&)>& managed,
+    controllers::Timestamp now) {
   std::vector<controllers::JobKey> touched;
   std::vector<std::string> live;
   bool limited = false;
-  for (const core::Json& pod : pods) {
+  // Whether each job is managed, asked once a pass: a job has up to hundreds of pods, and the
+  // answer reads the job from its cache.
+  std::unordered_map<std::string, bool> managed_jobs;
+  pods([&](const core::Json& pod) {
     std::vector<controllers::JobKey> jobs = controllers::JobKeysForPod(pod);
-    std::erase_if(jobs, [&](const controllers::JobKey& job) { return !managed(job); });
-    if (jobs.empty()) continue;
+    std::erase_if(jobs, [&](const controllers::JobKey& job) {
+      const auto [known, added] = managed_jobs.try_emplace(job.ToString(), false);
+      if (added) known->second = managed(job);
+      return !known->second;
+    });
+    if (jobs.empty()) return;
     const std::string ns = controllers::Meta(pod, "namespace");
     const std::string name = controllers::Meta(pod, "name");
     const std::string key = Key(ns, name);
     live.push_back(key);
     const std::string phase = controllers::PodPhase(pod);
-    if (!planner_.Due(key, phase, now)) continue;
+    if (!planner_.Due(key, phase, now)) return;
     if (limited || !planner_.TakeToken(now)) {
       limited = true;  // the rest wait for the next pass
       Count(LogRead::kRateLimited);
-      continue;
+      return;
     }
     planner_.Read(key, phase, now);
     bool read = false;
@@ -114,7 +122,7 @@ std::vector<controllers::JobKey> PodLogReader::Tick(
       read = true;
     }
     if (read) touched.insert(touched.end(), jobs.begin(), jobs.end());
-  }
+  });
   store_.Retain(live);
   planner_.Retain(live);
   return touched;

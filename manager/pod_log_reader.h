@@ -49,11 +49,15 @@ class PodLogReader {
                Metrics* metrics = nullptr)
       : planner_(limits), source_(std::move(source)), store_(store), metrics_(metrics) {}
 
-  // One pass over `pods` (the pod cache) at `now`: reads the logs of those due, while the global
-  // rate allows, for pods of jobs `managed` accepts. Returns the jobs whose pods were read.
+  // Calls its argument with every pod of the pod cache (kube::Informer::ForEach: one decoded at
+  // a time, never the whole cache).
+  using Pods = std::function<void(const std::function<void(const core::Json& pod)>& visit)>;
+
+  // One pass over `pods` at `now`: reads the logs of those due, while the global rate allows,
+  // for pods of jobs `managed` accepts. Returns the jobs whose pods were read.
   std::vector<controllers::JobKey> Tick(
-      const std::vector<core::Json>& pods,
-      const std::function<bool(const controllers::JobKey&)>& managed, controllers::Timestamp now);
+      const Pods& pods, const std::function<bool(const controllers::JobKey&)>& managed,
+      controllers::Timestamp now);
 
   long reads() const { return reads_; }
 

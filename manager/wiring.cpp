@@ -279,11 +279,10 @@ Runnable PodLogReading(ModuleContext& context, std::shared_ptr<PodLogStore> stor
   const Caches& caches = context.caches();
   return {"podlogs", true,
           [store, reader, &caches, &training_jobs](const kube::StopToken& leading) {
+            const PodLogReader::Pods pods = [&caches](const auto& visit) {
+              caches.pods().ForEach(visit);
+            };
             do {
-              std::vector<Json> pods;
-              for (const kube::CachedObject& pod : caches.pods().List()) {
-                if (pod) pods.push_back(*pod);
-              }
               const auto managed = [&caches](const JobKey& key) { return ManagedJob(caches, key); };
               for (const JobKey& key : reader->Tick(pods, managed, Now())) {
                 training_jobs.Enqueue(key.ToString());

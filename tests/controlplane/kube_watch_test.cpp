@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -285,6 +286,9 @@ TEST_F(KubeClientTest, AnInformerCachesOnlyTheObjectsItKeeps) {
       10s));
   std::this_thread::sleep_for(500ms);  // the other two changes, had they raised anything
   EXPECT_EQ(informer.size(), 4u);
+  std::set<std::string> visited;
+  informer.ForEach([&](const core::Json& object) { visited.insert(object["metadata"]["name"]); });
+  EXPECT_EQ(visited, (std::set<std::string>{"kept-1", "kept-3", "kept-6", "kept-9"}));
   std::lock_guard lock(recorded.mutex);
   EXPECT_EQ(recorded.adds, 5) << "four listed, kept-1 once kept";
   EXPECT_EQ(recorded.updates, 0);

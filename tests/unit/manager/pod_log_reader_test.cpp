@@ -28,6 +28,13 @@ struct CountingSource {
   }
 };
 
+// The pods a pass visits.
+manager::PodLogReader::Pods Visit(const std::vector<Json>& pods) {
+  return [&pods](const auto& visit) {
+    for (const Json& pod : pods) visit(pod);
+  };
+}
+
 std::vector<Json> Pods(int count, const std::string& phase) {
   std::vector<Json> pods;
   for (int i = 0; i < count; ++i) {
@@ -48,7 +55,7 @@ TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
   manager::PodLogReader reader(limits, counting.Source(), store);
   const std::vector<Json> running = Pods(500, "Running");
   for (int second = 0; second <= 300; ++second) {
-    reader.Tick(running, kAllManaged, kStart + std::chrono::seconds(second));
+    reader.Tick(Visit(running), kAllManaged, kStart + std::chrono::seconds(second));
     // Never more than the burst plus the rate since the start.
     ASSERT_LE(counting.total, 10 + 2 * second) << "at second " << second;
   }
@@ -61,7 +68,7 @@ TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
   std::vector<Json> failed = Pods(1, "Failed");
   const int before = counting.reads["team-a/p-0"];
   for (int second = 301; second < 320; ++second) {
-    reader.Tick(failed, kAllManaged, kStart + std::chrono::seconds(second));
+    reader.Tick(Visit(failed), kAllManaged, kStart + std::chrono::seconds(second));
   }
   EXPECT_EQ(counting.reads["team-a/p-0"], before + 1);
   // The other pods are gone from the cache: forgotten.
@@ -72,18 +79,24 @@ TEST(PodLogReaderTest, PendingAndUnmanagedPodsAreNeverRead) {
   CountingSource counting;
   manager::PodLogStore store;
   manager::PodLogReader reader({}, counting.Source(), store);
-  reader.Tick(Pods(20, "Pending"), kAllManaged, kStart);
+  reader.Tick(Visit(Pods(20, "Pending")), kAllManaged, kStart);
+  int asked = 0;
   reader.Tick(
-      Pods(20, "Running"), [](const controllers::JobKey&) { return false; },
+      Visit(Pods(20, "Running")),
+      [&asked](const controllers::JobKey&) {
+        ++asked;
+        return false;
+      },
       kStart + std::chrono::seconds(10));
   EXPECT_EQ(counting.total, 0);
+  EXPECT_EQ(asked, 3) << "whether a job is managed is asked once a pass (3 jobs), not once a pod";
 }
 
 TEST(PodLogReaderTest, TheReadJobsAreReturnedAndTheDigestStored) {
   CountingSource counting;
   manager::PodLogStore store;
   manager::PodLogReader reader({}, counting.Source(), store);
-  const auto jobs = reader.Tick(Pods(2, "Running"), kAllManaged, kStart);
+  const auto jobs = reader.Tick(Visit(Pods(2, "Running")), kAllManaged, kStart);
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].name, "job-0");
   const auto digests = store.Get("team-a", "p-1");
@@ -107,8 +120,8 @@ TEST(PodLogReaderTest, ReadsAreCountedByResult) {
   };
   const controllers::LogReadLimits limits{std::chrono::seconds(300), 1.0, 4.0};
   manager::PodLogReader reader(limits, every_third_fails, store, &metrics);
-  reader.Tick(Pods(10, "Running"), kAllManaged, kStart);  // 4 read (burst), 6 put off
-  reader.Tick(Pods(10, "Running"), kAllManaged, kStart);  // no token left: the 6 again
+  reader.Tick(Visit(Pods(10, "Running")), kAllManaged, kStart);  // 4 read (burst), 6 put off
+  reader.Tick(Visit(Pods(10, "Running")), kAllManaged, kStart);  // no token left: the 6 again
   const std::string text = metrics::Render(registry);
   EXPECT_NE(text.find("ncclguard_pod_log_reads_total{result=\"read\"} 3\n"), std::string::npos)
       << text;
