@@ -17,7 +17,7 @@ W, H = 860, 360
 PANEL_W, PANEL_H = 340, 230
 LEFT = [70, 500]
 TOP = 60
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
 
 def esc(text):
