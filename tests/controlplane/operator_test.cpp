@@ -131,16 +131,21 @@ class OperatorAgainstApiServer : public ::testing::Test {
 
   // Applies the actions as the product's executor will; every one must be accepted.
   void Apply(const std::vector<Action>& actions) {
+    controllers::PatchVersions versions;  // the release names the version the status patch made
     for (const Action& action : actions) {
       if (const auto* create = std::get_if<controllers::CreateObject>(&action)) {
         const KubeResponse r =
             client_->Post(controllers::RestPath(create->target, true), FromCore(create->object));
         EXPECT_EQ(r.status, 201) << r.body;
       } else if (const auto* patch = std::get_if<controllers::MergePatch>(&action)) {
+        const Json body = versions.Resolve(*patch);
         const KubeResponse r = client_->Request(
             "PATCH", controllers::RestPath(patch->target, false, patch->status_subresource),
-            patch->patch.dump(), "application/merge-patch+json");
-        EXPECT_EQ(r.status, 200) << patch->patch.dump() << "\n" << r.body;
+            body.dump(), "application/merge-patch+json");
+        EXPECT_EQ(r.status, 200) << body.dump() << "\n" << r.body;
+        if (r.status == 200) {
+          versions.Wrote(*patch, Json::parse(r.body)["metadata"].value("resourceVersion", ""));
+        }
       } else if (const auto* event = std::get_if<controllers::RecordEvent>(&action)) {
         const Json body =
             controllers::EventObject(*event, "test-instance", controllers::FormatMicroTime(Now()));
