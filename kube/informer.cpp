@@ -56,7 +56,9 @@ bool OnlyVersionDiffers(const core::Json& a, const core::Json& b) {
 }  // namespace
 
 Informer::Informer(std::shared_ptr<Client> client, InformerOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      cache_series_(client_->metrics().Cache(options_.resource.resource)) {}
 
 Informer::~Informer() {
   Stop();
@@ -66,7 +68,6 @@ Informer::~Informer() {
 
 void Informer::CountLocked(double objects, double bytes) {
   stored_bytes_ += bytes;
-  if (cache_series_.objects == nullptr) return;
   cache_series_.objects->Increment(objects);
   cache_series_.bytes->Increment(bytes);
 }
@@ -79,14 +80,6 @@ void Informer::AddIndex(const std::string& name, IndexFunction function) {
 
 void Informer::Start() {
   if (thread_.joinable()) return;
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_series_.objects == nullptr) {
-      cache_series_ = client_->metrics().Cache(options_.resource.resource);
-      cache_series_.objects->Increment(static_cast<double>(objects_.size()));
-      cache_series_.bytes->Increment(stored_bytes_);
-    }
-  }
   thread_ = std::thread([this] { Run(); });
 }
 

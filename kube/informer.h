@@ -139,7 +139,7 @@ class Informer {
   std::unordered_map<std::string, std::vector<std::uint8_t>> objects_;
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
   std::string resource_version_;
-  Metrics::CacheSeries cache_series_;  // set by Start
+  Metrics::CacheSeries cache_series_;
   double stored_bytes_ = 0;
   bool synced_ = false;
   bool not_served_ = false;
