@@ -177,6 +177,13 @@ def medians(path):
           f"{r0['rack'].get('rack_jobs')} held jobs): release latency p50 "
           f"{med(lambda r: r['rack'].get('p50_s')):.3f} s, p99 {med(lambda r: r['rack'].get('p99_s')):.3f} s "
           f"(target <= 1 s), max {med(lambda r: r['rack'].get('max_s')):.3f} s")
+    if all("validation_watch_lag_p99_s" in r["rack"] for r in rows):
+        print(f"    the API server's delivery of a NodeValidation's Pass to a watch: p50 "
+              f"{med(lambda r: r['rack']['validation_watch_lag_p50_s']):.3f} s, p99 "
+              f"{med(lambda r: r['rack']['validation_watch_lag_p99_s']):.3f} s; from the completing "
+              f"Pass seen to the release seen: p50 "
+              f"{med(lambda r: r['rack']['after_pass_seen_p50_s']):.3f} s, p99 "
+              f"{med(lambda r: r['rack']['after_pass_seen_p99_s']):.3f} s")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@
 //          the repaired rack: <nodes> p5e.48xlarge kwok nodes whose NodeValidations say Fail,
 //          <jobs> held Indexed Jobs needing 16-64 of them; then the NodeValidations turn Pass
 //          one by one over <seconds>; per job, the time from the write that completed its count
-//          to its release seen on a watch
+//          to its release seen on a watch; per NodeValidation, from its write returning to its
+//          Pass seen on a watch (the API server's delivery: the floor under a release); per job,
+//          from that Pass seen to its release seen (the controller, and one more delivery)
 //   hold   <kubeconfig> <namespace> <count> <nodes>
 //          <count> gated Indexed Jobs in <namespace> (opted in) needing 16-64 p5e.48xlarge nodes,
 //          of which <nodes> pass: the jobs needing more stay held (the fault bench)
@@ -530,6 +532,16 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
   Watcher job_watch(
       config, resources::Jobs().In(kRackNamespace),
       [&](auto& key, auto& job, bool deleted) { released.Update(key, !deleted && Released(job)); });
+  // The floor under a release's latency: when a watch (this one, like the controller's) sees a
+  // NodeValidation's Pass, after the write that made it returned. A release cannot come sooner
+  // than this, and is seen another watch delivery later.
+  KeySet passed;
+  Watcher validation_watch(
+      config, resources::NodeValidations(), [&](auto& key, auto& validation, bool deleted) {
+        passed.Update(
+            key, !deleted && key.starts_with("/rack-node-") &&
+                     validation.value("status", Json::object()).value("summary", "") == "Pass");
+      });
   Parallel(jobs, [&](int j) {
     client.Create(resources::Jobs().In(kRackNamespace),
                   IndexedJob("rack-" + std::to_string(j), RackNeeds(j), kRackInstanceType, 0));
@@ -562,22 +574,41 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const auto seen = released.Snapshot();
-  std::vector<double> latencies;
+  const auto seen_pass = passed.Snapshot();
+  std::vector<double> latencies, after_seen;
   int early = 0;
   for (int j = 0; j < jobs; ++j) {
     const auto it = seen.find(std::string(kRackNamespace) + "/rack-" + std::to_string(j));
     if (it == seen.end()) continue;
-    const double latency = std::chrono::duration<double>(
-                               it->second - written[static_cast<std::size_t>(RackNeeds(j) - 1)])
-                               .count();
+    const int completing = RackNeeds(j) - 1;
+    const double latency =
+        std::chrono::duration<double>(it->second - written[static_cast<std::size_t>(completing)])
+            .count();
     if (latency < 0) ++early;
     latencies.push_back(latency);
+    // From this process's watch seeing the completing Pass: the controller's share, plus one
+    // watch delivery of the release.
+    const auto pass = seen_pass.find("/rack-node-" + std::to_string(completing));
+    if (pass != seen_pass.end()) {
+      after_seen.push_back(std::chrono::duration<double>(it->second - pass->second).count());
+    }
+  }
+  std::vector<double> watch_lags;
+  for (int k = 0; k < nodes; ++k) {
+    const auto pass = seen_pass.find("/rack-node-" + std::to_string(k));
+    if (pass == seen_pass.end()) continue;
+    watch_lags.push_back(
+        std::chrono::duration<double>(pass->second - written[static_cast<std::size_t>(k)]).count());
   }
   std::printf(
       "{\"rack_nodes\":%d,\"rack_jobs\":%d,\"released\":%zu,\"released_early\":%d,"
-      "\"writes_s\":%.1f,\"p50_s\":%.3f,\"p99_s\":%.3f,\"max_s\":%.3f}\n",
+      "\"writes_s\":%.1f,\"p50_s\":%.3f,\"p99_s\":%.3f,\"max_s\":%.3f,"
+      "\"validation_watch_lag_p50_s\":%.3f,\"validation_watch_lag_p99_s\":%.3f,"
+      "\"after_pass_seen_p50_s\":%.3f,\"after_pass_seen_p99_s\":%.3f}\n",
       nodes, jobs, latencies.size(), early, std::chrono::duration<double>(end - start).count(),
-      Percentile(latencies, 0.5), Percentile(latencies, 0.99), Percentile(latencies, 1.0));
+      Percentile(latencies, 0.5), Percentile(latencies, 0.99), Percentile(latencies, 1.0),
+      Percentile(watch_lags, 0.5), Percentile(watch_lags, 0.99), Percentile(after_seen, 0.5),
+      Percentile(after_seen, 0.99));
   return latencies.size() == static_cast<std::size_t>(jobs) && early == 0 ? 0 : 1;
 }
 
