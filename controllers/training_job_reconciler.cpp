@@ -303,12 +303,23 @@ class JobReconcile {
                       kMinGateRequeue, kMaxGateRequeue);
   }
 
-  // The release patch landed but the condition did not (or was written before): say so now.
+  // The release patch landed but the condition did not (its answer lost, a Conflict with the
+  // operator starting the job, a restart): say so now, and tell of the release, once. The Event
+  // comes after the condition patch, which names the version read: a cache that has seen the
+  // release but not yet the condition written after it gets a Conflict, not a second Event.
   void RepairAdmittedCondition() {
     const auto preflight = FindCondition(job_, core::kPreflightCondition);
     if (preflight && preflight->status == "False") {
       SetCondition({std::string(core::kPreflightCondition), "True", "Admitted",
                     "released by the ncclguard gate", std::nullopt});
+      const auto admitted_event = [](const Json& e) {
+        return StringField(e, "reason") == "Admitted";
+      };
+      if (std::none_of(job_events_.begin(), job_events_.end(), admitted_event)) {
+        const GateVerdict now = EvaluateGate(demands_, view_, policy_);
+        Event("Normal", "Admitted", "Release",
+              "released by the ncclguard gate" + (now.release ? ": " + now.message : ""));
+      }
     } else if (!preflight && !spec_error_ && !audit_) {
       // Admitted at creation (the gate's fast path: its validated nodes existed), never held:
       // the condition says so, with the count as it stands now.
@@ -446,22 +457,26 @@ class JobReconcile {
 
   ReconcileResult Finish() {
     for (Action& a : service_actions_) result_.actions.push_back(std::move(a));
+    // The release is the first write after the Service: it is what the submitter waits for, and
+    // every write before it would be one more round trip to the API server on the job's way to
+    // its pods. The pods first: a job marked admitted whose pod patch failed still has its pods
+    // let go (Run ungates the pods of a job that is not pending).
+    for (MergePatch& p : pod_releases_) result_.actions.push_back(std::move(p));
+    if (release_) result_.actions.push_back(std::move(*release_));
     // The status patch carries the resourceVersion it was computed from (a Conflict means the job
-    // changed: read again); the release patch comes after it, since it changes the version.
+    // changed: read again; after a release the executor sends it with the version the release
+    // made). A release whose condition was lost (a Conflict, the answer lost, a restart) is
+    // repaired by the next reconcile (RepairAdmittedCondition).
     if (status_changed_) {
       Json patch{{"metadata", {{"resourceVersion", Meta(job_, "resourceVersion")}}},
                  {"status", {{"conditions", working_["status"]["conditions"]}}}};
       if (Meta(job_, "resourceVersion").empty()) patch.erase("metadata");
       result_.actions.push_back(MergePatch{ref_, true, std::move(patch)});
     }
-    // Events before the release: once released, the job is no longer pending, so a release whose
-    // answer was lost would never be followed by its Admitted Event. An Event that fails does not
-    // stop the release (the executor sends it again before the next reconcile).
+    // Events last: after a Conflict nothing more is sent, and the next reconcile says it again
+    // (the Admitted Event with the repaired condition). One that fails is sent again before the
+    // next reconcile.
     for (RecordEvent& e : events_) result_.actions.push_back(std::move(e));
-    // The pods first: a job marked admitted whose pod patch failed still has its pods let go
-    // (Run ungates the pods of a job that is not pending).
-    for (MergePatch& p : pod_releases_) result_.actions.push_back(std::move(p));
-    if (release_) result_.actions.push_back(std::move(*release_));
     return std::move(result_);
   }
 

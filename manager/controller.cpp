@@ -134,23 +134,24 @@ void Controller::Process(kube::WorkQueue& queue, const std::string& key,
   }
   Outcome outcome = Outcome::kRetry;
   std::optional<controllers::ReconcileResult> result;
-  std::function<void()> applied;
+  Applied applied;
+  std::size_t applied_count = 0;
   try {
     result = spec_.reconcile(key);
     if (!result) return;  // not a key of this controller
     ++stats_.reconciles;
     if (spec_.observe) applied = spec_.observe(key, *result);
     std::vector<controllers::Action> failed_events;
-    outcome = executor_.Apply(result->actions, leading, &error, &failed_events);
+    outcome = executor_.Apply(result->actions, leading, &error, &failed_events, &applied_count);
     KeepUnsent(key, std::move(failed_events));
   } catch (const std::exception& e) {  // a response the client could not read, say
     error = e.what();
   }
   const bool requeue_after = result && result->requeue_after;
   CountReconcile(outcome, requeue_after, seconds());
+  if (applied && applied_count > 0) applied(applied_count);
   switch (outcome) {
     case Outcome::kDone:
-      if (applied) applied();
       queue.Forget(key);
       if (requeue_after) queue.AddAfter(key, *result->requeue_after);
       break;

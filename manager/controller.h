@@ -49,11 +49,13 @@ using Predicate = std::function<bool(const Change& change)>;
 
 // What a controller counts of one reconcile (metrics of what it did: the gate's releases,
 // diagnoses). Called right after the reconcile, so it compares the result with the caches as
-// the reconcile read them; the function it returns (may be null) runs once every action was
-// applied. Must not throw.
+// the reconcile read them; the function it returns (may be null) runs once the actions were
+// sent, with how many of them (in order) were applied: all, or those before a Conflict or an
+// error (a release that landed before its condition met a Conflict is still a release). Must not
+// throw.
+using Applied = std::function<void(std::size_t applied)>;
 template <typename Key>
-using Observer = std::function<std::function<void()>(const Key& key,
-                                                     const controllers::ReconcileResult& result)>;
+using Observer = std::function<Applied(const Key& key, const controllers::ReconcileResult& result)>;
 
 // A work-queue key with a text form that parses back (controllers::JobKey, say).
 template <typename K>
@@ -177,7 +179,7 @@ Controller::Spec Erase(ControllerSpec<Key> spec) {
   if (spec.observe) {
     erased.observe = [observe = std::move(spec.observe)](
                          const std::string& text,
-                         const controllers::ReconcileResult& result) -> std::function<void()> {
+                         const controllers::ReconcileResult& result) -> Applied {
       const std::optional<Key> key = Key::Parse(text);
       return key ? observe(*key, result) : nullptr;
     };

@@ -33,9 +33,12 @@ core::Json Regarding(const core::ObjectRef& r) {
 
 Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
                         const kube::StopToken& leading, std::string* error,
-                        std::vector<controllers::Action>* unsent) {
+                        std::vector<controllers::Action>* unsent, std::size_t* applied) {
+  std::size_t done = 0;
+  if (applied == nullptr) applied = &done;
+  *applied = 0;
   bool events_failed = false;
-  // The gate's status patch, then its release: the second names the version the first made.
+  // The gate's release, then its status patch: the second names the version the first made.
   controllers::PatchVersions versions;
   for (const controllers::Action& action : actions) {
     if (leading.stopped()) return Outcome::kStopped;
@@ -82,10 +85,12 @@ Outcome Executor::Apply(const std::vector<controllers::Action>& actions,
           ++stats_.errors;
           events_failed = true;
           if (unsent != nullptr) unsent->push_back(action);
+          ++*applied;
           continue;
         }
         ++stats_.events;
       }
+      ++*applied;
     } catch (const kube::ApiError& e) {
       if (error != nullptr) *error = e.what();
       if (e.code() == kube::ErrorCode::kNotFound) {

@@ -42,8 +42,11 @@ class Executor {
   // the others: it goes to `unsent` (the caller sends it again before the next reconcile,
   // since the reconcile that follows a release no longer says "Admitted") and the outcome is
   // kRetry.
+  // `applied`: how many of the actions, in order, were applied before the one that ended them
+  // (all of them when kDone; an Event that failed counts, as it does not end them).
   Outcome Apply(const std::vector<controllers::Action>& actions, const kube::StopToken& leading,
-                std::string* error = nullptr, std::vector<controllers::Action>* unsent = nullptr);
+                std::string* error = nullptr, std::vector<controllers::Action>* unsent = nullptr,
+                std::size_t* applied = nullptr);
 
   const ExecutorStats& stats() const { return stats_; }
 

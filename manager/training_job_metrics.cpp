@@ -70,10 +70,13 @@ bool PatchesJob(const controllers::JobKey& key, const controllers::ReconcileResu
 }
 
 JobChanges ChangesOf(const controllers::JobKey& key, const std::optional<Json>& job,
-                     const controllers::ReconcileResult& result, controllers::Timestamp now) {
+                     const controllers::ReconcileResult& result, controllers::Timestamp now,
+                     std::size_t applied) {
   JobChanges changes;
   if (!job || !job->is_object()) return changes;
-  for (const controllers::Action& action : result.actions) {
+  const std::size_t count = std::min(applied, result.actions.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    const controllers::Action& action = result.actions[i];
     const auto* patch = std::get_if<controllers::MergePatch>(&action);
     if (patch == nullptr || !Targets(patch->target, key)) continue;
     if (Releases(*patch)) {

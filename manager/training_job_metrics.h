@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -33,9 +34,11 @@ struct JobChanges {
 // not be read).
 bool PatchesJob(const controllers::JobKey& key, const controllers::ReconcileResult& result);
 
-// `job`: the job as the reconcile read it (nullopt: not cached).
+// `job`: the job as the reconcile read it (nullopt: not cached). `applied`: how many of the
+// result's actions (in order) were applied; what the others would have changed is not counted.
 JobChanges ChangesOf(const controllers::JobKey& key, const std::optional<core::Json>& job,
-                     const controllers::ReconcileResult& result, controllers::Timestamp now);
+                     const controllers::ReconcileResult& result, controllers::Timestamp now,
+                     std::size_t applied = std::numeric_limits<std::size_t>::max());
 
 void Count(const JobChanges& changes, core::WorkloadKind kind, Metrics& metrics);
 

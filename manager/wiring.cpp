@@ -210,21 +210,24 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   if (metrics != nullptr) {
     auto counted = std::make_shared<CountedVersions>();
     spec.observe = [&caches, metrics, counted](
-                       const JobKey& key,
-                       const controllers::ReconcileResult& result) -> std::function<void()> {
+                       const JobKey& key, const controllers::ReconcileResult& result) -> Applied {
       if (!PatchesJob(key, result)) return nullptr;  // most reconciles: nothing to read
-      const kube::CachedObject job =
+      const kube::CachedObject cached =
           caches.Job(key.kind).Get(kube::ObjectKey(key.namespace_, key.name));
-      JobChanges changes =
-          ChangesOf(key, job ? std::optional<Json>(*job) : std::nullopt, result, Now());
-      if (!changes.released && changes.new_diagnoses.empty() && !changes.transport) return nullptr;
+      std::optional<Json> job = cached ? std::optional<Json>(*cached) : std::nullopt;
+      const controllers::Timestamp now = Now();
+      const JobChanges all = ChangesOf(key, job, result, now);
+      if (!all.released && all.new_diagnoses.empty() && !all.transport) return nullptr;
       const std::string version = job ? kube::ObjectKey(key.namespace_, key.name) + "@" +
                                             controllers::Meta(*job, "resourceVersion")
                                       : std::string();
-      return [changes = std::move(changes), kind = key.kind, metrics, counted, version] {
-        if (!version.empty() && !counted->First(version)) return;  // counted from this version
-        Count(changes, kind, *metrics);
-      };
+      return
+          [key, job = std::move(job), result, now, metrics, counted, version](std::size_t applied) {
+            const JobChanges changes = ChangesOf(key, job, result, now, applied);
+            if (!changes.released && changes.new_diagnoses.empty() && !changes.transport) return;
+            if (!version.empty() && !counted->First(version)) return;  // counted from this version
+            Count(changes, key.kind, *metrics);
+          };
     };
   }
   return spec;

@@ -150,7 +150,7 @@ int FakeCluster::Apply(const std::vector<controllers::Action>& actions) {
       if (const std::optional<std::string> version = ApplyPatch(sent)) {
         versions.Wrote(*patch, *version);
       } else {
-        ++failed;
+        return failed + 1;  // a Conflict: the executor sends nothing more
       }
     } else if (const auto* event = std::get_if<controllers::RecordEvent>(&action)) {
       events_.push_back(controllers::EventObject(*event, "test", "2026-12-02T14:00:00.000000Z"));

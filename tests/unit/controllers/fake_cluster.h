@@ -34,7 +34,8 @@ class FakeCluster : public controllers::ClusterView {
   void AddRuntime(Json runtime) { runtimes_.push_back(std::move(runtime)); }
   core::Policy& policy() { return policy_; }
 
-  // Applies the actions in order, as the executor would; returns how many failed (Conflict).
+  // Applies the actions in order, as the executor would (a Conflict ends them); returns how
+  // many failed (a Service that exists, a Conflict).
   int Apply(const std::vector<controllers::Action>& actions);
   Json& JobObject(const JobKey& key);
   Json& NodeObject(const std::string& name);

@@ -209,10 +209,12 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   EXPECT_FALSE(result.requeue_after);
   const auto patches = Only<MergePatch>(result.actions);
   ASSERT_EQ(patches.size(), 2u);
-  EXPECT_TRUE(patches[0].status_subresource);
-  EXPECT_EQ(patches[1].patch["spec"]["runPolicy"]["suspend"], false);
-  EXPECT_EQ(patches[1].patch["metadata"]["annotations"]["ncclguard.io/gate"], "admitted");
-  ASSERT_EQ(cluster_.Apply(result.actions), 0) << "status patch first, then the release";
+  EXPECT_EQ(patches[0].patch["spec"]["runPolicy"]["suspend"], false)
+      << "the release first: the job waits for no other write";
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"]["ncclguard.io/gate"], "admitted");
+  EXPECT_TRUE(patches[1].status_subresource);
+  EXPECT_TRUE(std::holds_alternative<RecordEvent>(result.actions.back())) << "Events last";
+  ASSERT_EQ(cluster_.Apply(result.actions), 0) << "the release, then its status patch";
 
   const Json& job = cluster_.JobObject(key_);
   EXPECT_EQ(job["spec"]["runPolicy"]["suspend"], false);
@@ -225,46 +227,48 @@ TEST_F(Reconciler, ReleasesOnceTheFourthNodePasses) {
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
 }
 
-// A reconcile over a cache that has seen the release's status patch but not the release itself
-// (the job pending still, its condition True) sends a release that names that version: the API
-// server answers Conflict instead of releasing the job a second time (a release counted twice).
+// A reconcile over a cache that has not seen the release yet (the job pending still) sends a
+// release that names the version it read: the API server answers Conflict instead of releasing
+// the job a second time (a release counted twice) or telling of it twice.
 TEST_F(Reconciler, AReconcileOverACacheBehindItsOwnReleaseDoesNotReleaseAgain) {
   ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
   const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
-  // What the cache holds for a moment: the release's status patch seen, the release not yet.
-  FakeCluster behind = cluster_;
-  ASSERT_EQ(behind.Apply({first.actions.front()}), 0);
+  const FakeCluster behind = cluster_;  // what the cache holds for a moment
   ASSERT_EQ(cluster_.Apply(first.actions), 0);
   const std::string released = cluster_.JobObject(key_)["metadata"]["resourceVersion"];
 
   const auto stale =
       controllers::ReconcileTrainingJob(key_, behind, kNow + std::chrono::minutes(1));
-  const auto patches = Only<MergePatch>(stale.actions);
-  ASSERT_EQ(patches.size(), 1u) << "the condition is already True: the release alone";
-  EXPECT_EQ(cluster_.Apply(stale.actions), 1) << "Conflict";
+  ASSERT_EQ(Only<MergePatch>(stale.actions).size(), 2u) << "the release and its condition";
+  EXPECT_EQ(cluster_.Apply(stale.actions), 1) << "Conflict: nothing after it is sent";
   EXPECT_EQ(cluster_.JobObject(key_)["metadata"]["resourceVersion"], released);
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(2)).actions.empty());
+  int admitted = 0;
+  for (const Json& e : cluster_.events()) admitted += e["reason"] == "Admitted" ? 1 : 0;
+  EXPECT_EQ(admitted, 1);
 }
 
-// The API server applied the release's status patch but its answer was lost (the server was
-// slow past the client's timeout, or went away): the retry, reading the condition already True,
-// still tells of the release, once, before releasing.
-TEST_F(Reconciler, AHeldJobWhoseReleaseStatusAnswerWasLostIsStillToldOfItsRelease) {
+// The API server applied the release but its answer was lost (the server was slow past the
+// client's timeout, or went away), or the condition patch after it met a Conflict (the training
+// operator starting the job): the next reconcile writes the condition and tells of the release,
+// once.
+TEST_F(Reconciler, AHeldJobWhoseReleaseAnswerWasLostIsStillToldOfItsRelease) {
   ASSERT_NO_FATAL_FAILURE(HoldUntilAFourthNodeJoins());
   const auto first = Reconcile(key_, kNow + std::chrono::minutes(1));
   ASSERT_FALSE(first.actions.empty());
-  ASSERT_EQ(cluster_.Apply({first.actions.front()}), 0);  // the status patch landed, no more
-  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "True");
+  ASSERT_EQ(cluster_.Apply({first.actions.front()}), 0);  // the release landed, no more
+  EXPECT_EQ(cluster_.JobObject(key_)["spec"]["runPolicy"]["suspend"], false);
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "False");
 
   const auto retry = Reconcile(key_, kNow + std::chrono::minutes(2));
+  const auto patches = Only<MergePatch>(retry.actions);
+  ASSERT_EQ(patches.size(), 1u) << "the condition alone: the job is released";
+  EXPECT_TRUE(patches[0].status_subresource);
   const auto events = Only<RecordEvent>(retry.actions);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].reason, "Admitted");
-  ASSERT_FALSE(retry.actions.empty());
-  const auto* release = std::get_if<MergePatch>(&retry.actions.back());
-  ASSERT_NE(release, nullptr) << "the release comes after the Event";
-  EXPECT_EQ(release->patch["spec"]["runPolicy"]["suspend"], false);
   ASSERT_EQ(cluster_.Apply(retry.actions), 0);
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "True");
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(3)).actions.empty());
   int admitted = 0;
   for (const Json& e : cluster_.events()) admitted += e["reason"] == "Admitted" ? 1 : 0;

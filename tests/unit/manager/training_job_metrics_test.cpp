@@ -70,6 +70,26 @@ TEST_F(TrainingJobMetrics, AReleaseIsCountedOnceWithTheTimeSinceTheJobWasCreated
             std::string::npos);
 }
 
+// The release landed, the condition patch after it met a Conflict (the training operator starting
+// the job): the release is counted, and the repair that follows counts nothing more.
+TEST_F(TrainingJobMetrics, AReleaseWhoseConditionFailedIsCountedOnce) {
+  cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, true));
+  cluster_.AddNode("n0", "p5.48xlarge", "Pass");
+  cluster_.AddNode("n1", "p5.48xlarge", "Fail", EfaFailure());
+  ReconcileAndApply();
+  cluster_.AddNode("n2", "p5.48xlarge", "Pass");
+  const Timestamp now = kJobsNow + std::chrono::minutes(5);
+  const controllers::ReconcileResult result =
+      controllers::ReconcileTrainingJob(key_, cluster_, now);
+  ASSERT_GE(result.actions.size(), 2u);
+  const manager::JobChanges none = manager::ChangesOf(key_, cluster_.Job(key_), result, now, 0);
+  EXPECT_FALSE(none.released) << "nothing applied: nothing counted";
+  const manager::JobChanges first = manager::ChangesOf(key_, cluster_.Job(key_), result, now, 1);
+  EXPECT_TRUE(first.released) << "the release is the first action";
+  ASSERT_EQ(cluster_.Apply({result.actions.front()}), 0);
+  EXPECT_FALSE(ReconcileAndApply(now + std::chrono::minutes(1)).released);
+}
+
 TEST_F(TrainingJobMetrics, EachDiagnosisIsCountedOncePerJob) {
   cluster_.AddJob(P5PyTorchJob("team-a", "llama", 1, false));
   cluster_.AddPod(
