@@ -50,6 +50,8 @@ void Controller::OnChange(const TextWatch& watch, const Change& change) {
   for (const std::string& key : keys) {
     if (watch.urgent) {
       queue_->AddUrgent(key);
+    } else if (watch.coalesce > std::chrono::milliseconds::zero()) {
+      queue_->AddAfter(key, watch.coalesce);
     } else {
       queue_->Add(key);
     }

@@ -73,6 +73,11 @@ struct Watch {
   // Its keys go ahead of the others in the work queue (kube::WorkQueue::AddUrgent): a change
   // that can release a held job, not one a thousand pods make.
   bool urgent = false;
+  // Its keys are queued this long after the change (kube::WorkQueue::AddAfter: a key waiting
+  // keeps its earlier time), so a burst of changes is one reconcile: the 64 pods of a job each
+  // created, scheduled and started are a few reconciles of the job, not 200 of them each reading
+  // 64 pods. Zero: at once.
+  std::chrono::milliseconds coalesce{0};
 };
 
 template <QueueKey Key>
@@ -100,6 +105,7 @@ class Controller {
     std::function<std::vector<std::string>(const core::Json& object)> map;
     Predicate predicate;
     bool urgent = false;
+    std::chrono::milliseconds coalesce{0};
   };
   struct Spec {
     std::string name;
@@ -167,7 +173,7 @@ Controller::Spec Erase(ControllerSpec<Key> spec) {
                               [map = std::move(watch.map), texts](const core::Json& object) {
                                 return texts(map(object));
                               },
-                              std::move(watch.predicate), watch.urgent});
+                              std::move(watch.predicate), watch.urgent, watch.coalesce});
   }
   erased.all_keys = [all = std::move(spec.all_keys), texts] { return texts(all()); };
   erased.reconcile = [reconcile = std::move(spec.reconcile)](

@@ -790,8 +790,12 @@ TEST_F(ControllerTest, ThirtySecondsOfSlowThen429Then500AnswersAreBackedOffAndLo
   const auto still_held = [&] { return SuspendedPyTorchJobs(names.size()); };
   EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 120s))
       << still_held() << " jobs stuck held with valid nodes";
+  // The condition follows its release (the release is the first write): a release whose
+  // answer was lost in the slow phase has it written by a reconcile after a backoff.
   for (const std::string& name : names) {
-    EXPECT_TRUE(Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend")) << name;
+    EXPECT_TRUE(Eventually(
+        [&] { return Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend"); }, 60s))
+        << name;
     EXPECT_TRUE(HasService(name)) << name;
   }
   EXPECT_EQ(ServiceCount(), names.size());
@@ -892,8 +896,10 @@ TEST_F(ControllerApiServerRestart,
   const auto still_held = [&] { return SuspendedPyTorchJobs(kJobs); };
   EXPECT_TRUE(Eventually([&] { return still_held() == 0; }, 180s))
       << still_held() << " jobs stuck held with valid nodes";
-  for (const std::string& name : names) {
-    EXPECT_TRUE(Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend")) << name;
+  for (const std::string& name : names) {  // the condition follows the release
+    EXPECT_TRUE(Eventually(
+        [&] { return Released(PyTorchJobs() + "/" + name, "/spec/runPolicy/suspend"); }, 60s))
+        << name;
   }
   EXPECT_TRUE(Eventually([&] { return ServiceCount() == names.size(); }, 60s));
   const json services = Get("/api/v1/namespaces/" + namespace_ + "/services");
