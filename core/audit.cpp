@@ -68,8 +68,7 @@ std::optional<ObjectAudit> AuditObject(const Json& object, const Policy& policy,
   if (!workload) return std::nullopt;
   const bool pod = workload->kind == WorkloadKind::Pod;
   if (!pod && !KindInfoOf(workload->kind).job) return std::nullopt;  // a runtime, a template
-  // The pods of a PyTorchJob, the JobSet of a TrainJob: their maker is reported.
-  if (ControlledByManagedJob(object)) return std::nullopt;
+  if (!pod && ControlledByManagedJob(object)) return std::nullopt;
   if (!HasGpuTemplate(object, *workload, policy)) return std::nullopt;
 
   ObjectAudit audit;

@@ -40,8 +40,7 @@ AuditResult ResultOf(const Finding& finding, bool pod);
 
 // Whether the audit reports on `object`: a job of a kind ncclguard models (a TrainJob, a JobSet,
 // a PyTorchJob...) or a Pod, with a GPU container in a pod template, and not made by a job of
-// such a kind (the JobSet of a TrainJob, the Jobs of a JobSet, the pods of any of them: their
-// maker is reported).
+// such a kind (the JobSet of a TrainJob, the Jobs of a JobSet: their maker is reported).
 // nullopt for anything else. Throws InputError where Evaluate does.
 std::optional<ObjectAudit> AuditObject(const Json& object, const Policy& policy,
                                        const RuntimeLookup& runtimes = {});

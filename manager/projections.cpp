@@ -5,7 +5,6 @@
 
 #include "controllers/labels.h"
 #include "core/contract.h"
-#include "core/gate.h"
 #include "core/json_access.h"
 #include "core/pod_spec.h"
 
@@ -221,9 +220,8 @@ kube::Projection AuditPodProjection() {
     const Json* spec = Find(object, "spec");
     const Json* containers = spec != nullptr ? Find(*spec, "containers") : nullptr;
     if (containers == nullptr || !containers->is_array() ||
-        std::none_of(containers->begin(), containers->end(), RequestsGpus) ||
-        core::ControlledByManagedJob(object)) {
-      return out;  // not audited: its maker is (core::AuditObject)
+        std::none_of(containers->begin(), containers->end(), RequestsGpus)) {
+      return out;
     }
     out["apiVersion"] = "v1";
     out["kind"] = "Pod";

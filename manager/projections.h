@@ -21,8 +21,7 @@ kube::Projection PodProjection();
 // its spec (each container's name, image, env, envFrom, resources, securityContext and
 // volumeMounts; volumes' names, emptyDir and hostPath; nodeSelector, nodeAffinity, hostNetwork,
 // hostname, subdomain), so that core::AuditObject finds on it what it finds on the whole pod;
-// any other pod, and a pod made by a managed job (the audit reports its maker), keeps its
-// identity only: at 100,000 job pods this was half the controller's cache.
+// any other pod keeps its identity only.
 kube::Projection AuditPodProjection();
 // Whether `pod` as AuditPodProjection keeps it is one the audit reads (it has a GPU container).
 bool IsAuditedPod(const core::Json& pod);

@@ -89,15 +89,6 @@ spec: {containers: [{name: web, image: nginx}]}
                           {"controller", true}}});
   EXPECT_FALSE(core::AuditObject(child, core::Policy::Defaults()).has_value());
   EXPECT_TRUE(core::AuditObject(Example("indexed-job-p5.yaml"), core::Policy::Defaults()));
-  // A GPU pod made by a PyTorchJob: the job is reported, not each of its pods.
-  core::Json pod = CompliantPod();
-  EXPECT_TRUE(core::AuditObject(pod, core::Policy::Defaults()).has_value());
-  pod["metadata"]["ownerReferences"] = core::Json::array({{{"apiVersion", "kubeflow.org/v1"},
-                                                           {"kind", "PyTorchJob"},
-                                                           {"name", "llama"},
-                                                           {"uid", "u"},
-                                                           {"controller", true}}});
-  EXPECT_FALSE(core::AuditObject(pod, core::Policy::Defaults()).has_value());
   EXPECT_FALSE(core::AuditObject(core::Json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}},
                                  core::Policy::Defaults()));
 }
