@@ -310,13 +310,16 @@ class JobReconcile {
   void RepairAdmittedCondition() {
     const auto preflight = FindCondition(job_, core::kPreflightCondition);
     if (preflight && preflight->status == "False") {
-      SetCondition({std::string(core::kPreflightCondition), "True", "Admitted",
-                    "released by the ncclguard gate", std::nullopt});
+      // As the release would have written it (the count now, which released it a moment ago).
+      const GateVerdict now = EvaluateGate(demands_, view_, policy_);
+      SetCondition({std::string(core::kPreflightCondition), "True",
+                    now.release ? now.reason : std::string("Admitted"),
+                    now.release ? now.message : std::string("released by the ncclguard gate"),
+                    std::nullopt});
       const auto admitted_event = [](const Json& e) {
         return StringField(e, "reason") == "Admitted";
       };
       if (std::none_of(job_events_.begin(), job_events_.end(), admitted_event)) {
-        const GateVerdict now = EvaluateGate(demands_, view_, policy_);
         Event("Normal", "Admitted", "Release",
               "released by the ncclguard gate" + (now.release ? ": " + now.message : ""));
       }

@@ -268,7 +268,10 @@ TEST_F(Reconciler, AHeldJobWhoseReleaseAnswerWasLostIsStillToldOfItsRelease) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].reason, "Admitted");
   ASSERT_EQ(cluster_.Apply(retry.actions), 0);
+  // The condition reads as the release would have written it.
   EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["status"], "True");
+  EXPECT_EQ(Condition(cluster_.JobObject(key_), "NcclPreflight")["reason"],
+            "ValidatedNodesAvailable");
   EXPECT_TRUE(Reconcile(key_, kNow + std::chrono::minutes(3)).actions.empty());
   int admitted = 0;
   for (const Json& e : cluster_.events()) admitted += e["reason"] == "Admitted" ? 1 : 0;
