@@ -228,8 +228,7 @@ class JobReconcile {
     const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
     // A job that was visibly held gets an Event for its release; one released at its first look
     // has only the condition (an Event per job would cost every admission a write and say
-    // nothing the condition does not). Held shows in the condition, or, once the release's status
-    // patch landed with its answer lost (the API server slow or going away), in the hold Event.
+    // nothing the condition does not). Held shows in the condition, or in the hold Event.
     const auto preflight = FindCondition(job_, core::kPreflightCondition);
     const auto hold_event = [](const Json& e) {
       return StringField(e, "reason") == core::ReasonFromId(kInsufficientNodes);
@@ -238,13 +237,18 @@ class JobReconcile {
                           std::any_of(job_events_.begin(), job_events_.end(), hold_event);
     SetCondition({std::string(core::kPreflightCondition), status, verdict.reason, verdict.message,
                   std::nullopt});
+    if (was_held) TellOfRelease(verdict.message);
+    return std::nullopt;
+  }
+
+  // The Admitted Event, unless one about the job exists already.
+  void TellOfRelease(const std::string& message) {
     const auto admitted_event = [](const Json& e) {
       return StringField(e, "reason") == "Admitted";
     };
-    if (was_held && std::none_of(job_events_.begin(), job_events_.end(), admitted_event)) {
-      Event("Normal", "Admitted", "Release", "released by the ncclguard gate: " + verdict.message);
-    }
-    return std::nullopt;
+    if (std::any_of(job_events_.begin(), job_events_.end(), admitted_event)) return;
+    Event("Normal", "Admitted", "Release",
+          "released by the ncclguard gate" + (message.empty() ? "" : ": " + message));
   }
 
   // Audit mode, a job the webhook did not mark (nothing is held): what the gate would have done,
@@ -316,13 +320,7 @@ class JobReconcile {
                     now.release ? now.reason : std::string("Admitted"),
                     now.release ? now.message : std::string("released by the ncclguard gate"),
                     std::nullopt});
-      const auto admitted_event = [](const Json& e) {
-        return StringField(e, "reason") == "Admitted";
-      };
-      if (std::none_of(job_events_.begin(), job_events_.end(), admitted_event)) {
-        Event("Normal", "Admitted", "Release",
-              "released by the ncclguard gate" + (now.release ? ": " + now.message : ""));
-      }
+      TellOfRelease(now.release ? now.message : "");
     } else if (!preflight && !spec_error_ && !audit_) {
       // Admitted at creation (the gate's fast path: its validated nodes existed), never held:
       // the condition says so, with the count as it stands now.
