@@ -99,9 +99,8 @@ void LogReadPlanner::Read(const std::string& pod, std::string_view phase, Timest
 
 namespace ncclguard::controllers {
 
-void LogReadPlanner::Retain(const std::vector<std::string>& live) {
-  const std::set<std::string, std::less<>> keep(live.begin(), live.end());
-  std::erase_if(reads_, [&](const auto& entry) { return !keep.contains(entry.first); });
+void LogReadPlanner::Retain(const std::function<bool(const std::string& pod)>& live) {
+  std::erase_if(reads_, [&](const auto& entry) { return !live(entry.first); });
 }
 
 }  // namespace ncclguard::controllers

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -68,8 +69,8 @@ class LogReadPlanner {
   bool TakeToken(Timestamp now);
   // Records a read of `pod` in `phase` at `now`.
   void Read(const std::string& pod, std::string_view phase, Timestamp now);
-  // Forgets every pod not in `live` (deleted pods).
-  void Retain(const std::vector<std::string>& live);
+  // Forgets every pod `live` says is gone (deleted pods).
+  void Retain(const std::function<bool(const std::string& pod)>& live);
   std::size_t Tracked() const { return reads_.size(); }
 
  private:

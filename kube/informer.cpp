@@ -10,16 +10,6 @@ namespace {
 
 constexpr std::chrono::seconds kShortWatch{1};
 
-CachedObject Unpack(const std::vector<std::uint8_t>& packed) {
-  return std::make_shared<const core::Json>(core::Json::from_msgpack(packed));
-}
-
-std::vector<std::uint8_t> Pack(const core::Json& object) {
-  std::vector<std::uint8_t> packed = core::Json::to_msgpack(object);
-  packed.shrink_to_fit();
-  return packed;
-}
-
 void CopyIdentity(const core::Json& from, core::Json& to) {
   auto metadata = from.find("metadata");
   if (metadata == from.end() || !metadata->is_object()) return;
@@ -115,14 +105,14 @@ bool Informer::WaitForSyncOrNotServed(std::chrono::milliseconds timeout) const {
 CachedObject Informer::Get(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
-  return found == objects_.end() ? nullptr : Unpack(found->second);
+  return found == objects_.end() ? nullptr : UnpackLocked(found->second);
 }
 
 std::vector<CachedObject> Informer::List() const {
   std::lock_guard lock(mutex_);
   std::vector<CachedObject> all;
   all.reserve(objects_.size());
-  for (const auto& [key, packed] : objects_) all.push_back(Unpack(packed));
+  for (const auto& [key, packed] : objects_) all.push_back(UnpackLocked(packed));
   return all;
 }
 
@@ -136,12 +126,19 @@ std::vector<CachedObject> Informer::ByIndex(const std::string& index,
   if (keys == by_value->second.end()) return matches;
   for (const auto& key : keys->second) {
     auto found = objects_.find(key);
-    if (found != objects_.end()) matches.push_back(Unpack(found->second));
+    if (found != objects_.end()) matches.push_back(UnpackLocked(found->second));
   }
   return matches;
 }
 
 void Informer::ForEach(const std::function<void(const core::Json& object)>& visit) const {
+  ForEachWhile([&visit](const core::Json& object) {
+    visit(object);
+    return true;
+  });
+}
+
+void Informer::ForEachWhile(const std::function<bool(const core::Json& object)>& visit) const {
   std::vector<std::string> keys;
   {
     std::lock_guard lock(mutex_);
@@ -149,8 +146,13 @@ void Informer::ForEach(const std::function<void(const core::Json& object)>& visi
     for (const auto& [key, packed] : objects_) keys.push_back(key);
   }
   for (const std::string& key : keys) {
-    if (const CachedObject object = Get(key)) visit(*object);
+    if (const CachedObject object = Get(key); object && !visit(*object)) return;
   }
+}
+
+bool Informer::Contains(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return objects_.contains(key);
 }
 
 std::size_t Informer::size() const {
@@ -166,6 +168,18 @@ std::string Informer::last_resource_version() const {
 InformerStats Informer::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+CachedObject Informer::UnpackLocked(const std::vector<std::uint8_t>& packed) const {
+  return std::make_shared<const core::Json>(packed_json_.Unpack(packed));
+}
+
+std::vector<std::uint8_t> Informer::PackLocked(const core::Json& object) {
+  const std::size_t dictionary_before = packed_json_.dictionary_bytes();
+  std::vector<std::uint8_t> packed = packed_json_.Pack(object);
+  // The shared keys are part of what the cache holds.
+  CountLocked(0, static_cast<double>(packed_json_.dictionary_bytes() - dictionary_before));
+  return packed;
 }
 
 CachedObject Informer::Project(const core::Json& object) const {
@@ -193,13 +207,13 @@ void Informer::IndexLocked(const std::string& key, const core::Json& object, boo
 
 bool Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) {
   std::string key = ObjectKey(*object);
-  std::vector<std::uint8_t> packed = Pack(*object);
   std::lock_guard lock(mutex_);
+  std::vector<std::uint8_t> packed = PackLocked(*object);
   auto [slot, inserted] = objects_.try_emplace(key);
   CachedObject old;
   if (!inserted) {
     if (slot->second == packed) return false;
-    old = Unpack(slot->second);
+    old = UnpackLocked(slot->second);
     if (OnlyVersionDiffers(*old, *object)) {
       // Stored (a write that names a resourceVersion reads the new one), but nobody is told:
       // nothing a handler can read changed. At cluster size most updates are these.
@@ -221,7 +235,7 @@ void Informer::Remove(const std::string& key, std::vector<Change>& changes) {
   std::lock_guard lock(mutex_);
   auto found = objects_.find(key);
   if (found == objects_.end()) return;
-  CachedObject old = Unpack(found->second);
+  CachedObject old = UnpackLocked(found->second);
   IndexLocked(key, *old, false);
   CountLocked(-1, -static_cast<double>(found->first.size() + found->second.size()));
   changes.push_back({old, nullptr});

@@ -44,10 +44,9 @@ void PodLogStore::Put(const std::string& pod_key, controllers::PodLogDigest dige
   list.push_back(std::move(digest));
 }
 
-void PodLogStore::Retain(const std::vector<std::string>& live) {
-  const std::set<std::string, std::less<>> keep(live.begin(), live.end());
+void PodLogStore::Retain(const std::function<bool(const std::string& pod_key)>& live) {
   std::lock_guard lock(mutex_);
-  std::erase_if(digests_, [&](const auto& entry) { return !keep.contains(entry.first); });
+  std::erase_if(digests_, [&](const auto& entry) { return !live(entry.first); });
 }
 
 std::size_t PodLogStore::Size() const {
@@ -83,11 +82,9 @@ PodLogSource KubePodLogSource(std::shared_ptr<kube::Client> client) {
 }
 
 std::vector<controllers::JobKey> PodLogReader::Tick(
-    const Pods& pods, const std::function<bool(const controllers::JobKey&)>& managed,
-    controllers::Timestamp now) {
+    const Pods& pods, const Live& live,
+    const std::function<bool(const controllers::JobKey&)>& managed, controllers::Timestamp now) {
   std::vector<controllers::JobKey> touched;
-  std::vector<std::string> live;
-  bool limited = false;
   // Whether each job is managed, asked once a pass: a job has up to hundreds of pods, and the
   // answer reads the job from its cache.
   std::unordered_map<std::string, bool> managed_jobs;
@@ -98,17 +95,15 @@ std::vector<controllers::JobKey> PodLogReader::Tick(
       if (added) known->second = managed(job);
       return !known->second;
     });
-    if (jobs.empty()) return;
+    if (jobs.empty()) return true;
     const std::string ns = controllers::Meta(pod, "namespace");
     const std::string name = controllers::Meta(pod, "name");
     const std::string key = Key(ns, name);
-    live.push_back(key);
     const std::string phase = controllers::PodPhase(pod);
-    if (!planner_.Due(key, phase, now)) return;
-    if (limited || !planner_.TakeToken(now)) {
-      limited = true;  // the rest wait for the next pass
-      Count(LogRead::kRateLimited);
-      return;
+    if (!planner_.Due(key, phase, now)) return true;
+    if (!planner_.TakeToken(now)) {
+      Count(LogRead::kRateLimited);  // this pod and the rest wait for the next pass
+      return false;
     }
     planner_.Read(key, phase, now);
     bool read = false;
@@ -122,6 +117,7 @@ std::vector<controllers::JobKey> PodLogReader::Tick(
       read = true;
     }
     if (read) touched.insert(touched.end(), jobs.begin(), jobs.end());
+    return true;
   });
   store_.Retain(live);
   planner_.Retain(live);

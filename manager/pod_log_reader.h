@@ -26,8 +26,8 @@ class PodLogStore {
                                              std::string_view pod) const;
   // Merged into what an earlier read of the same container found.
   void Put(const std::string& pod_key, controllers::PodLogDigest digest);
-  // Drops every pod not in `live`.
-  void Retain(const std::vector<std::string>& live);
+  // Drops every pod `live` says is gone.
+  void Retain(const std::function<bool(const std::string& pod_key)>& live);
   std::size_t Size() const;
 
  private:
@@ -49,15 +49,19 @@ class PodLogReader {
                Metrics* metrics = nullptr)
       : planner_(limits), source_(std::move(source)), store_(store), metrics_(metrics) {}
 
-  // Calls its argument with every pod of the pod cache (kube::Informer::ForEach: one decoded at
-  // a time, never the whole cache).
-  using Pods = std::function<void(const std::function<void(const core::Json& pod)>& visit)>;
+  // Calls its argument with the pods of the pod cache until it returns false
+  // (kube::Informer::ForEachWhile: one decoded at a time, never the whole cache).
+  using Pods = std::function<void(const std::function<bool(const core::Json& pod)>& visit)>;
+  // Whether the pod "namespace/name" is still in the pod cache.
+  using Live = std::function<bool(const std::string& pod_key)>;
 
-  // One pass over `pods` at `now`: reads the logs of those due, while the global rate allows,
-  // for pods of jobs `managed` accepts. Returns the jobs whose pods were read.
+  // One pass over `pods` at `now`: reads the logs of those due, for pods of jobs `managed`
+  // accepts, until the global rate runs out: then the pass ends (the pods after it wait for the
+  // next), so that at 100,000 pods a pass decodes the few it reads, not every pod every 2 s. The
+  // pods `live` says are gone are forgotten. Returns the jobs whose pods were read.
   std::vector<controllers::JobKey> Tick(
-      const Pods& pods, const std::function<bool(const controllers::JobKey&)>& managed,
-      controllers::Timestamp now);
+      const Pods& pods, const Live& live,
+      const std::function<bool(const controllers::JobKey&)>& managed, controllers::Timestamp now);
 
   long reads() const { return reads_; }
 

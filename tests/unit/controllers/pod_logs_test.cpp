@@ -78,7 +78,7 @@ TEST(LogReadPlannerTest, OncePerPhaseAndSlowlyWhileRunning) {
   EXPECT_TRUE(planner.Due("n/p", "Failed", kLogsNow + std::chrono::seconds(1)));
   planner.Read("n/p", "Failed", kLogsNow + std::chrono::seconds(1));
   EXPECT_FALSE(planner.Due("n/p", "Failed", kLogsNow + std::chrono::hours(5)));
-  planner.Retain({});
+  planner.Retain([](const std::string&) { return false; });
   EXPECT_EQ(planner.Tracked(), 0u);
 }
 
