@@ -70,7 +70,8 @@ TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
   manager::PodLogReader reader(limits, counting.Source(), store);
   const std::vector<Json> running = Pods(500, "Running");
   for (int second = 0; second <= 300; ++second) {
-    reader.Tick(Visit(running), LiveIn(running), kAllManaged, kStart + std::chrono::seconds(second));
+    reader.Tick(Visit(running), LiveIn(running), kAllManaged,
+                kStart + std::chrono::seconds(second));
     // Never more than the burst plus the rate since the start.
     ASSERT_LE(counting.total, 10 + 2 * second) << "at second " << second;
   }
@@ -111,7 +112,8 @@ TEST(PodLogReaderTest, TheReadJobsAreReturnedAndTheDigestStored) {
   CountingSource counting;
   manager::PodLogStore store;
   manager::PodLogReader reader({}, counting.Source(), store);
-  const auto jobs = reader.Tick(Visit(Pods(2, "Running")), LiveIn(Pods(2, "Running")), kAllManaged, kStart);
+  const auto jobs =
+      reader.Tick(Visit(Pods(2, "Running")), LiveIn(Pods(2, "Running")), kAllManaged, kStart);
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].name, "job-0");
   const auto digests = store.Get("team-a", "p-1");
