@@ -174,12 +174,22 @@ CachedObject Informer::UnpackLocked(const std::vector<std::uint8_t>& packed) con
   return std::make_shared<const core::Json>(packed_json_.Unpack(packed));
 }
 
-std::vector<std::uint8_t> Informer::PackLocked(const core::Json& object) {
-  const std::size_t dictionary_before = packed_json_.dictionary_bytes();
-  std::vector<std::uint8_t> packed = packed_json_.Pack(object);
-  // The shared keys are part of what the cache holds.
-  CountLocked(0, static_cast<double>(packed_json_.dictionary_bytes() - dictionary_before));
+std::vector<std::uint8_t> Informer::PackLocked(const std::string& key, const core::Json& object) {
+  std::vector<std::uint8_t> packed = packed_json_.Pack(object, key);
+  CountDictionaryLocked();
   return packed;
+}
+
+void Informer::ReleaseLocked(const std::vector<std::uint8_t>& packed) {
+  packed_json_.Release(packed);
+  CountDictionaryLocked();
+}
+
+void Informer::CountDictionaryLocked() {
+  // The shared strings are part of what the cache holds.
+  const std::size_t now = packed_json_.dictionary_bytes();
+  CountLocked(0, static_cast<double>(now) - static_cast<double>(dictionary_bytes_));
+  dictionary_bytes_ = now;
 }
 
 CachedObject Informer::Project(const core::Json& object) const {
@@ -208,21 +218,26 @@ void Informer::IndexLocked(const std::string& key, const core::Json& object, boo
 bool Informer::Upsert(const CachedObject& object, std::vector<Change>& changes) {
   std::string key = ObjectKey(*object);
   std::lock_guard lock(mutex_);
-  std::vector<std::uint8_t> packed = PackLocked(*object);
+  std::vector<std::uint8_t> packed = PackLocked(key, *object);
   auto [slot, inserted] = objects_.try_emplace(key);
   CachedObject old;
   if (!inserted) {
-    if (slot->second == packed) return false;
+    if (slot->second == packed) {
+      ReleaseLocked(packed);
+      return false;
+    }
     old = UnpackLocked(slot->second);
     if (OnlyVersionDiffers(*old, *object)) {
       // Stored (a write that names a resourceVersion reads the new one), but nobody is told:
       // nothing a handler can read changed. At cluster size most updates are these.
       CountLocked(0, static_cast<double>(packed.size()) - static_cast<double>(slot->second.size()));
+      ReleaseLocked(slot->second);
       slot->second = std::move(packed);
       return false;
     }
     IndexLocked(key, *old, false);
     CountLocked(-1, -static_cast<double>(slot->first.size() + slot->second.size()));
+    ReleaseLocked(slot->second);
   }
   CountLocked(1, static_cast<double>(slot->first.size() + packed.size()));
   slot->second = std::move(packed);
@@ -239,6 +254,7 @@ void Informer::Remove(const std::string& key, std::vector<Change>& changes) {
   IndexLocked(key, *old, false);
   CountLocked(-1, -static_cast<double>(found->first.size() + found->second.size()));
   changes.push_back({old, nullptr});
+  ReleaseLocked(found->second);
   objects_.erase(found);
 }
 

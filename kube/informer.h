@@ -124,7 +124,9 @@ class Informer {
   int WatchOnce(Backoff& backoff);  // returns the number of events received
   CachedObject Project(const core::Json& object) const;
   CachedObject UnpackLocked(const std::vector<std::uint8_t>& packed) const;
-  std::vector<std::uint8_t> PackLocked(const core::Json& object);
+  std::vector<std::uint8_t> PackLocked(const std::string& key, const core::Json& object);
+  void ReleaseLocked(const std::vector<std::uint8_t>& packed);
+  void CountDictionaryLocked();
   // False when no handler is told: the stored object is byte-for-byte the same (nothing stored),
   // or only its resourceVersion changed (the new version stored).
   bool Upsert(const CachedObject& object, std::vector<Change>& changes);
@@ -141,15 +143,15 @@ class Informer {
 
   mutable std::mutex mutex_;
   mutable std::condition_variable synced_changed_;
-  // Stored packed (kube/packed_json.h): a projected pod with what the audit reads takes ~400
-  // bytes this way, ~900 as MessagePack, several kB as a Json tree. Readers get a freshly
-  // unpacked object.
+  // Stored packed (kube/packed_json.h): the strings objects share are stored once. Readers get a
+  // freshly unpacked object.
   PackedJson packed_json_;
   std::unordered_map<std::string, std::vector<std::uint8_t>> objects_;
   std::map<std::string, std::map<std::string, std::set<std::string>>> indexes_;
   std::string resource_version_;
   Metrics::CacheSeries cache_series_;
   double stored_bytes_ = 0;
+  std::size_t dictionary_bytes_ = 0;  // of packed_json_, as last counted in stored_bytes_
   bool synced_ = false;
   bool not_served_ = false;
   InformerStats stats_;

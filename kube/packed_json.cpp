@@ -1,7 +1,8 @@
 #include "kube/packed_json.h"
 
 #include <bit>
-#include <cstring>
+#include <functional>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -10,7 +11,10 @@ namespace {
 
 using core::Json;
 
-// One byte before each value says what follows.
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+// One byte before each value says what follows. A string, value or key, is a varint k: k odd,
+// dictionary entry k >> 1; k even, k >> 1 bytes follow.
 enum Tag : std::uint8_t {
   kNull = 0,
   kFalse = 1,
@@ -18,10 +22,9 @@ enum Tag : std::uint8_t {
   kUnsigned = 3,  // varint
   kInteger = 4,   // zigzag varint
   kFloat = 5,     // 8 bytes, little-endian IEEE 754
-  kString = 6,    // varint length, bytes
+  kString = 6,    // a string
   kArray = 7,     // varint count, values
-  kObject = 8,    // varint count, (key, value) pairs; a key is a varint k: k odd, dictionary
-                  // entry k >> 1; k even, k >> 1 bytes follow
+  kObject = 8,    // varint count, (key string, value) pairs
   kBinary = 9,    // varint length, bytes (a Json binary's subtype is not kept)
 };
 
@@ -31,11 +34,6 @@ void PutVarint(std::uint64_t value, std::vector<std::uint8_t>& out) {
     value >>= 7;
   }
   out.push_back(static_cast<std::uint8_t>(value));
-}
-
-void PutBytes(std::string_view bytes, std::vector<std::uint8_t>& out) {
-  PutVarint(bytes.size(), out);
-  out.insert(out.end(), bytes.begin(), bytes.end());
 }
 
 class Reader {
@@ -83,7 +81,122 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-Json UnpackValue(Reader& in, const std::deque<std::string>& keys, int depth) {
+// A string: `string(id, bytes)` is told an entry's id, or kNone and the bytes written in full, and
+// returns the text it stands for.
+template <typename OnString>
+std::string_view ReadString(Reader& in, const OnString& string) {
+  const std::uint64_t ref = in.Varint();
+  if ((ref & 1) != 0) {
+    if ((ref >> 1) >= kNone) in.Fail("an unknown dictionary entry");
+    return string(static_cast<std::uint32_t>(ref >> 1), std::string_view());
+  }
+  return string(kNone, in.Bytes(ref >> 1));
+}
+
+std::uint64_t Hash(std::string_view text) { return std::hash<std::string_view>{}(text); }
+
+}  // namespace
+
+class PackedJson::Packer {
+ public:
+  Packer(PackedJson& dictionary, std::string_view owner)
+      : dictionary_(dictionary), owner_(Hash(owner) | 1) {}
+
+  // On an error, the entries taken so far are given back: nothing stored refers to them.
+  ~Packer() {
+    if (!done_) {
+      for (const std::uint32_t id : taken_) dictionary_.Drop(id);
+    }
+  }
+
+  std::vector<std::uint8_t> Finish(const Json& value) {
+    out_.reserve(256);
+    Value(value, 0);
+    out_.shrink_to_fit();
+    done_ = true;
+    return std::move(out_);
+  }
+
+ private:
+  void String(const std::string& text, bool key) {
+    const std::uint32_t id = dictionary_.Take(text, key, owner_);
+    if (id != kNone) {
+      taken_.push_back(id);
+      PutVarint((static_cast<std::uint64_t>(id) << 1) | 1, out_);
+      return;
+    }
+    PutVarint(static_cast<std::uint64_t>(text.size()) << 1, out_);
+    out_.insert(out_.end(), text.begin(), text.end());
+  }
+
+  void Value(const Json& value, int depth) {
+    if (depth > kMaxDepth) throw std::runtime_error("packing a cached object: nested too deeply");
+    switch (value.type()) {
+      case Json::value_t::null:
+      case Json::value_t::discarded:
+        out_.push_back(kNull);
+        return;
+      case Json::value_t::boolean:
+        out_.push_back(value.get<bool>() ? kTrue : kFalse);
+        return;
+      case Json::value_t::number_unsigned:
+        out_.push_back(kUnsigned);
+        PutVarint(value.get<Json::number_unsigned_t>(), out_);
+        return;
+      case Json::value_t::number_integer: {
+        const auto signed_value = value.get<Json::number_integer_t>();
+        out_.push_back(kInteger);
+        PutVarint((static_cast<std::uint64_t>(signed_value) << 1) ^
+                      static_cast<std::uint64_t>(signed_value >> 63),
+                  out_);
+        return;
+      }
+      case Json::value_t::number_float: {
+        out_.push_back(kFloat);
+        const auto bits = std::bit_cast<std::uint64_t>(value.get<double>());
+        for (int i = 0; i < 8; ++i) out_.push_back(static_cast<std::uint8_t>(bits >> (8 * i)));
+        return;
+      }
+      case Json::value_t::string:
+        out_.push_back(kString);
+        String(value.get_ref<const std::string&>(), false);
+        return;
+      case Json::value_t::array:
+        out_.push_back(kArray);
+        PutVarint(value.size(), out_);
+        for (const Json& item : value) Value(item, depth + 1);
+        return;
+      case Json::value_t::object:
+        out_.push_back(kObject);
+        PutVarint(value.size(), out_);
+        for (const auto& [key, item] : value.get_ref<const Json::object_t&>()) {
+          String(key, true);
+          Value(item, depth + 1);
+        }
+        return;
+      case Json::value_t::binary: {
+        const auto& binary = value.get_binary();
+        out_.push_back(kBinary);
+        PutVarint(binary.size(), out_);
+        out_.insert(out_.end(), binary.begin(), binary.end());
+        return;
+      }
+    }
+  }
+
+  PackedJson& dictionary_;
+  std::uint64_t owner_;
+  std::vector<std::uint8_t> out_;
+  std::vector<std::uint32_t> taken_;
+  bool done_ = false;
+};
+
+namespace {
+
+// One packed value, read through: built when `build` (Unpack), only walked for its strings
+// otherwise (Release).
+template <typename OnString>
+Json UnpackValue(Reader& in, const OnString& string, int depth, bool build) {
   if (depth > PackedJson::kMaxDepth) in.Fail("nested too deeply");
   switch (in.Byte()) {
     case kNull:
@@ -105,36 +218,45 @@ Json UnpackValue(Reader& in, const std::deque<std::string>& keys, int depth) {
       for (int i = 0; i < 8; ++i) bits |= static_cast<std::uint64_t>(in.Byte()) << (8 * i);
       return Json(std::bit_cast<double>(bits));
     }
-    case kString:
-      return Json(std::string(in.Bytes(in.Varint())));
+    case kString: {
+      const std::string_view text = ReadString(in, string);
+      return build ? Json(std::string(text)) : Json();
+    }
     case kArray: {
       const std::size_t count = in.Count();
+      if (!build) {
+        for (std::size_t i = 0; i < count; ++i) UnpackValue(in, string, depth + 1, false);
+        return Json();
+      }
       Json array = Json::array();
       auto& items = array.get_ref<Json::array_t&>();
       items.reserve(count);
-      for (std::size_t i = 0; i < count; ++i) items.push_back(UnpackValue(in, keys, depth + 1));
+      for (std::size_t i = 0; i < count; ++i) {
+        items.push_back(UnpackValue(in, string, depth + 1, true));
+      }
       return array;
     }
     case kObject: {
       const std::size_t count = in.Count();
+      if (!build) {
+        for (std::size_t i = 0; i < count; ++i) {
+          ReadString(in, string);
+          UnpackValue(in, string, depth + 1, false);
+        }
+        return Json();
+      }
       Json object = Json::object();
       auto& fields = object.get_ref<Json::object_t&>();
       fields.reserve(count);
       for (std::size_t i = 0; i < count; ++i) {
-        const std::uint64_t key = in.Varint();
-        std::string name;
-        if ((key & 1) != 0) {
-          if ((key >> 1) >= keys.size()) in.Fail("a key not in the dictionary");
-          name = keys[static_cast<std::size_t>(key >> 1)];
-        } else {
-          name = std::string(in.Bytes(key >> 1));
-        }
-        fields.emplace(std::move(name), UnpackValue(in, keys, depth + 1));
+        std::string name(ReadString(in, string));
+        fields.emplace(std::move(name), UnpackValue(in, string, depth + 1, true));
       }
       return object;
     }
     case kBinary: {
       const std::string_view bytes = in.Bytes(in.Varint());
+      if (!build) return Json();
       return Json::binary(std::vector<std::uint8_t>(bytes.begin(), bytes.end()));
     }
     default:
@@ -144,97 +266,87 @@ Json UnpackValue(Reader& in, const std::deque<std::string>& keys, int depth) {
 
 }  // namespace
 
-std::vector<std::uint8_t> PackedJson::Pack(const Json& value) {
-  std::vector<std::uint8_t> out;
-  out.reserve(256);
-  PackValue(value, 0, out);
-  out.shrink_to_fit();
-  return out;
+std::vector<std::uint8_t> PackedJson::Pack(const Json& value, std::string_view owner) {
+  return Packer(*this, owner).Finish(value);
 }
 
 Json PackedJson::Unpack(std::span<const std::uint8_t> bytes) const {
   Reader in(bytes);
-  Json value = UnpackValue(in, keys_, 0);
+  const auto text = [this, &in](std::uint32_t id, std::string_view written) -> std::string_view {
+    if (id == kNone) return written;
+    if (id >= entries_.size() || entries_[id].refs == 0) in.Fail("an unknown dictionary entry");
+    return entries_[id].text;
+  };
+  Json value = UnpackValue(in, text, 0, true);
   if (!in.AtEnd()) in.Fail("bytes after the value");
   return value;
 }
 
+void PackedJson::Release(std::span<const std::uint8_t> bytes) {
+  // Read through first, so that bytes Pack did not make release nothing.
+  std::vector<std::uint32_t> ids;
+  Reader in(bytes);
+  const auto collect = [this, &in, &ids](std::uint32_t id, std::string_view) -> std::string_view {
+    if (id == kNone) return {};
+    if (id >= entries_.size() || entries_[id].refs == 0) in.Fail("an unknown dictionary entry");
+    ids.push_back(id);
+    return {};
+  };
+  UnpackValue(in, collect, 0, false);
+  if (!in.AtEnd()) in.Fail("bytes after the value");
+  for (const std::uint32_t id : ids) Drop(id);
+}
+
 std::size_t PackedJson::dictionary_bytes() const {
-  // Each key: its characters, a std::string, and a table node (a view, an id, a hash, a link).
-  return key_bytes_ + keys_.size() * (sizeof(std::string) + 48);
+  // Each entry: its characters, a std::string and a count, and a table node (a view, an id, a
+  // hash, a link); the filter of values seen once.
+  return text_bytes_ + entries_.size() * sizeof(Entry) + ids_.size() * 48 +
+         seen_.size() * sizeof(Seen);
 }
 
-void PackedJson::PackKey(const std::string& key, std::vector<std::uint8_t>& out) {
-  if (const auto found = ids_.find(key); found != ids_.end()) {
-    PutVarint((static_cast<std::uint64_t>(found->second) << 1) | 1, out);
-    return;
+std::uint32_t PackedJson::Take(const std::string& text, bool key, std::uint64_t owner) {
+  if (const auto found = ids_.find(text); found != ids_.end()) {
+    ++entries_[found->second].refs;
+    return found->second;
   }
-  if (key.size() <= kMaxKeyLength && keys_.size() < kMaxKeys &&
-      key_bytes_ + key.size() <= kMaxKeyBytes) {
-    const auto id = static_cast<std::uint32_t>(keys_.size());
-    const std::string& stored = keys_.emplace_back(key);
-    ids_.emplace(stored, id);
-    key_bytes_ += key.size();
-    PutVarint((static_cast<std::uint64_t>(id) << 1) | 1, out);
-    return;
+  if (key ? text.size() > kMaxKeyLength
+          : text.size() < kMinValueLength || text.size() > kMaxValueLength) {
+    return kNone;
   }
-  PutVarint(static_cast<std::uint64_t>(key.size()) << 1, out);
-  out.insert(out.end(), key.begin(), key.end());
+  if (!key) {
+    // Shared from the second object that has it; the first keeps it in its bytes.
+    if (seen_.empty()) seen_.resize(kSeenSlots);
+    const std::uint64_t hash = Hash(text);
+    Seen& seen = seen_[hash % kSeenSlots];
+    if (seen.value != hash || seen.owner == owner) {
+      seen = {hash, owner};
+      return kNone;
+    }
+  }
+  if (ids_.size() >= kMaxEntries) return kNone;
+  std::uint32_t id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<std::uint32_t>(entries_.size());
+    entries_.emplace_back();
+  }
+  Entry& entry = entries_[id];
+  entry.text = text;
+  entry.refs = 1;
+  ids_.emplace(entry.text, id);
+  text_bytes_ += text.size();
+  return id;
 }
 
-void PackedJson::PackValue(const Json& value, int depth, std::vector<std::uint8_t>& out) {
-  if (depth > kMaxDepth) throw std::runtime_error("packing a cached object: nested too deeply");
-  switch (value.type()) {
-    case Json::value_t::null:
-    case Json::value_t::discarded:
-      out.push_back(kNull);
-      return;
-    case Json::value_t::boolean:
-      out.push_back(value.get<bool>() ? kTrue : kFalse);
-      return;
-    case Json::value_t::number_unsigned:
-      out.push_back(kUnsigned);
-      PutVarint(value.get<Json::number_unsigned_t>(), out);
-      return;
-    case Json::value_t::number_integer: {
-      const auto signed_value = value.get<Json::number_integer_t>();
-      out.push_back(kInteger);
-      PutVarint((static_cast<std::uint64_t>(signed_value) << 1) ^
-                    static_cast<std::uint64_t>(signed_value >> 63),
-                out);
-      return;
-    }
-    case Json::value_t::number_float: {
-      out.push_back(kFloat);
-      const auto bits = std::bit_cast<std::uint64_t>(value.get<double>());
-      for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(bits >> (8 * i)));
-      return;
-    }
-    case Json::value_t::string:
-      out.push_back(kString);
-      PutBytes(value.get_ref<const std::string&>(), out);
-      return;
-    case Json::value_t::array:
-      out.push_back(kArray);
-      PutVarint(value.size(), out);
-      for (const Json& item : value) PackValue(item, depth + 1, out);
-      return;
-    case Json::value_t::object:
-      out.push_back(kObject);
-      PutVarint(value.size(), out);
-      for (const auto& [key, item] : value.get_ref<const Json::object_t&>()) {
-        PackKey(key, out);
-        PackValue(item, depth + 1, out);
-      }
-      return;
-    case Json::value_t::binary: {
-      const auto& binary = value.get_binary();
-      out.push_back(kBinary);
-      PutVarint(binary.size(), out);
-      out.insert(out.end(), binary.begin(), binary.end());
-      return;
-    }
-  }
+void PackedJson::Drop(std::uint32_t id) {
+  Entry& entry = entries_[id];
+  if (--entry.refs > 0) return;
+  ids_.erase(entry.text);
+  text_bytes_ -= entry.text.size();
+  std::string().swap(entry.text);
+  free_.push_back(id);
 }
 
 }  // namespace ncclguard::kube

@@ -1,14 +1,18 @@
 // How an informer stores its cached objects (kube/informer.h): a compact binary form of a Json in
-// which each object key is written once, in a dictionary the cache's objects share, and referred
-// to by number. Half of a projected pod's bytes are its keys ("batch.kubernetes.io/controller-uid",
-// "vpc.amazonaws.com/efa", "volumeMounts", ...), and every pod has the same ones: at 100,000 pods
-// that half is ~50 MB written once per pod. Values are written in full (a uid, a name).
+// which strings the cache's objects share are written once, in a dictionary, and referred to by
+// number. Every pod has the same keys ("batch.kubernetes.io/controller-uid",
+// "vpc.amazonaws.com/efa", "volumeMounts", ...), and a job's pods the same values (its uid, its
+// image, the mount paths): at 100,000 pods those are most of a pod's bytes.
 //
-// Not thread-safe: the informer packs and unpacks under its lock. The dictionary only grows, so
-// what was packed earlier always unpacks to what was packed, and the same object packs to the same
-// bytes. It stops growing at kMaxKeys keys or kMaxKeyBytes bytes, and keys longer than
-// kMaxKeyLength are not in it: keys a cluster's users make unique (label keys) cost their bytes in
-// each object, as before, never an unbounded dictionary.
+// What is shared: every object key (up to kMaxKeyLength bytes), and a value string (kMinValueLength
+// to kMaxValueLength bytes) once a second object has it. A value only one object has (a pod's name,
+// its uid) stays in that object's bytes: a dictionary entry costs more than it. Entries are
+// counted: Release says that bytes Pack made are no longer stored, and an entry no stored object
+// refers to is dropped, so the dictionary holds what the cache holds, never more, whatever the
+// cluster's users name their labels.
+//
+// Not thread-safe: the informer packs, unpacks and releases under its lock, so an entry a stored
+// object refers to is never dropped while it is read.
 #pragma once
 
 #include <cstddef>
@@ -26,27 +30,48 @@ namespace ncclguard::kube {
 
 class PackedJson {
  public:
-  static constexpr std::size_t kMaxKeys = 8192;
-  static constexpr std::size_t kMaxKeyBytes = 256 * 1024;
   static constexpr std::size_t kMaxKeyLength = 128;
+  static constexpr std::size_t kMinValueLength = 4;
+  static constexpr std::size_t kMaxValueLength = 256;
+  // A bound of its own, far above what a cache holds (keys and values shared by two objects).
+  static constexpr std::size_t kMaxEntries = 1 << 20;
   // Deeper values are not packed (Pack throws): the API server's objects are far shallower.
   static constexpr int kMaxDepth = 256;
 
-  std::vector<std::uint8_t> Pack(const core::Json& value);
-  // Throws std::runtime_error on bytes Pack did not make (truncated, an unknown key number).
+  // `owner` names the stored object (its cache key): a value is shared once an object other than
+  // its first owner has it.
+  std::vector<std::uint8_t> Pack(const core::Json& value, std::string_view owner);
+  // The bytes Pack made are no longer stored: the entries they referred to are released.
+  void Release(std::span<const std::uint8_t> bytes);
+  // Throws std::runtime_error on bytes Pack did not make (truncated, an unknown entry).
   core::Json Unpack(std::span<const std::uint8_t> bytes) const;
 
-  std::size_t dictionary_keys() const { return keys_.size(); }
-  // The keys' bytes and what holding them costs (strings and the lookup table), roughly.
+  std::size_t dictionary_entries() const { return ids_.size(); }
+  // The entries' bytes and what holding them costs (strings and the lookup table), roughly.
   std::size_t dictionary_bytes() const;
 
  private:
-  void PackValue(const core::Json& value, int depth, std::vector<std::uint8_t>& out);
-  void PackKey(const std::string& key, std::vector<std::uint8_t>& out);
+  struct Entry {
+    std::string text;
+    std::uint32_t refs = 0;
+  };
+  // A value string last seen, by its hash: in which object (the hash of its key).
+  struct Seen {
+    std::uint64_t value = 0;
+    std::uint64_t owner = 0;
+  };
+  static constexpr std::size_t kSeenSlots = 1024;  // 16 KiB: pods of a job come together
 
-  std::deque<std::string> keys_;  // a deque: the views in ids_ stay valid as it grows
+  class Packer;
+  // The entry for `text`, one more reference taken; kNone when it is written in full.
+  std::uint32_t Take(const std::string& text, bool key, std::uint64_t owner);
+  void Drop(std::uint32_t id);
+
+  std::deque<Entry> entries_;  // a deque: the views in ids_ stay valid as it grows
+  std::vector<std::uint32_t> free_;
   std::unordered_map<std::string_view, std::uint32_t> ids_;
-  std::size_t key_bytes_ = 0;
+  std::vector<Seen> seen_;  // kSeenSlots, allocated with the first value
+  std::size_t text_bytes_ = 0;
 };
 
 }  // namespace ncclguard::kube

@@ -1,6 +1,6 @@
 // PackedJson, how an informer stores its objects: what is packed unpacks to the same Json (types,
-// key order), keys are stored once, the dictionary is bounded, and bytes it did not make are an
-// error, never a crash.
+// key order), shared strings are stored once, the dictionary holds only what stored objects refer
+// to, and bytes it did not make are an error, never a crash.
 #include "kube/packed_json.h"
 
 #include <gtest/gtest.h>
@@ -59,44 +59,68 @@ TEST(PackedJsonTest, WhatIsPackedUnpacksToTheSameValueTypesAndKeyOrder) {
       Json::parse(R"({"z": 1, "a": [1, "x", {"": null}], "m": {"k": -2.5}})"),
       CachedPod(7),
   };
+  int owner = 0;
   for (const Json& value : values) {
-    const Json back = packed.Unpack(packed.Pack(value));
-    EXPECT_EQ(back, value) << value.dump();
-    EXPECT_EQ(back.type(), value.type()) << value.dump();
-    EXPECT_EQ(back.dump(), value.dump()) << "the keys keep their order";
+    // Each value twice, by two owners: the second time its strings are shared.
+    for (int twice = 0; twice < 2; ++twice) {
+      const Json back = packed.Unpack(packed.Pack(value, "ns/object-" + std::to_string(++owner)));
+      EXPECT_EQ(back, value) << value.dump();
+      EXPECT_EQ(back.type(), value.type()) << value.dump();
+      EXPECT_EQ(back.dump(), value.dump()) << "the keys keep their order";
+    }
   }
 }
 
-TEST(PackedJsonTest, EachKeyIsStoredOnceForEveryObject) {
+TEST(PackedJsonTest, KeysAndTheValuesOfASecondObjectAreStoredOnce) {
   PackedJson packed;
-  const auto first = packed.Pack(CachedPod(1));
-  const std::size_t keys = packed.dictionary_keys();
-  const auto second = packed.Pack(CachedPod(2));
-  EXPECT_EQ(packed.dictionary_keys(), keys) << "the second pod has no key the first lacked";
-  EXPECT_LT(second.size() * 2, Json::to_msgpack(CachedPod(2)).size())
-      << "less than half of its MessagePack";
-  EXPECT_EQ(packed.Pack(CachedPod(2)), second) << "the same object, the same bytes";
+  const auto first = packed.Pack(CachedPod(1), "team-a/train-1");
+  const std::size_t keys = packed.dictionary_entries();
+  const auto second = packed.Pack(CachedPod(2), "team-a/train-2");
+  EXPECT_GT(packed.dictionary_entries(), keys)
+      << "the values both pods have, shared from the second";
+  const auto third = packed.Pack(CachedPod(3), "team-a/train-3");
+  EXPECT_LT(third.size() * 3, Json::to_msgpack(CachedPod(3)).size())
+      << "a third of its MessagePack, or less";
   EXPECT_EQ(packed.Unpack(first), CachedPod(1)) << "bytes packed earlier still unpack";
+  EXPECT_EQ(packed.Unpack(second), CachedPod(2));
+  EXPECT_EQ(packed.Unpack(third), CachedPod(3));
+
+  // A value only one object has stays in its bytes, however often that object is packed.
+  const std::size_t entries = packed.dictionary_entries();
+  for (int update = 0; update < 5; ++update) {
+    packed.Release(packed.Pack(Json{{"name", "only-mine-x7k2q"}}, "team-a/lonely"));
+  }
+  EXPECT_EQ(packed.dictionary_entries(), entries);
 }
 
-TEST(PackedJsonTest, TheDictionaryStopsGrowingAndLaterKeysAreWrittenInFull) {
+TEST(PackedJsonTest, TheDictionaryHoldsOnlyWhatStoredObjectsReferTo) {
   PackedJson packed;
-  std::vector<std::vector<std::uint8_t>> all;
-  for (std::size_t i = 0; i < PackedJson::kMaxKeys + 100; ++i) {
-    all.push_back(packed.Pack(Json{{"unique-label-key-" + std::to_string(i), "v"}}));
+  std::vector<std::vector<std::uint8_t>> stored;
+  for (int i = 0; i < 20000; ++i) {
+    // Unique label keys and values a second object shares: each its own entries.
+    const std::string n = std::to_string(i / 2);
+    stored.push_back(packed.Pack(Json{{"labels", {{"user.example/key-" + n, "value-" + n}}}},
+                                 "ns/pod-" + std::to_string(i)));
   }
-  EXPECT_EQ(packed.dictionary_keys(), PackedJson::kMaxKeys);
+  EXPECT_GE(packed.dictionary_entries(), 10000u);
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    const std::string n = std::to_string(i / 2);
+    ASSERT_EQ(packed.Unpack(stored[i]),
+              (Json{{"labels", {{"user.example/key-" + n, "value-" + n}}}}));
+  }
+  for (const auto& bytes : stored) packed.Release(bytes);
+  EXPECT_EQ(packed.dictionary_entries(), 0u) << "every entry dropped with its last object";
+  // Dropped entries are used again, not grown past.
+  const auto again = packed.Pack(CachedPod(1), "team-a/train-1");
+  EXPECT_EQ(packed.Unpack(again), CachedPod(1));
   const Json long_key{{std::string(PackedJson::kMaxKeyLength + 1, 'k'), 1}};
-  EXPECT_EQ(packed.Unpack(packed.Pack(long_key)), long_key);
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    EXPECT_EQ(packed.Unpack(all[i]), (Json{{"unique-label-key-" + std::to_string(i), "v"}}));
-  }
-  EXPECT_LE(packed.dictionary_bytes(), 2 * 1024 * 1024u);
+  EXPECT_EQ(packed.Unpack(packed.Pack(long_key, "ns/long")), long_key);
 }
 
 TEST(PackedJsonTest, BytesItDidNotMakeAreAnErrorNeverACrash) {
   PackedJson packed;
-  const auto bytes = packed.Pack(CachedPod(3));
+  (void)packed.Pack(CachedPod(2), "team-a/train-2");
+  const auto bytes = packed.Pack(CachedPod(3), "team-a/train-3");
   // Every truncation.
   for (std::size_t length = 0; length < bytes.size(); ++length) {
     EXPECT_THROW(packed.Unpack(std::span(bytes.data(), length)), std::runtime_error) << length;
@@ -114,25 +138,31 @@ TEST(PackedJsonTest, BytesItDidNotMakeAreAnErrorNeverACrash) {
   }
   const std::vector<std::uint8_t> trailing = {0, 0};
   EXPECT_THROW(packed.Unpack(trailing), std::runtime_error);
+  EXPECT_THROW(packed.Release(trailing), std::runtime_error);
   // A count of 2^63 items in 10 bytes is refused before anything is reserved.
   const std::vector<std::uint8_t> huge = {7, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
   EXPECT_THROW(packed.Unpack(huge), std::runtime_error);
-  const std::vector<std::uint8_t> unknown_key = {8, 1, 0xff, 0x01, 0};
-  EXPECT_THROW(packed.Unpack(unknown_key), std::runtime_error);
+  const std::vector<std::uint8_t> unknown_entry = {8, 1, 0xff, 0x01, 0};
+  EXPECT_THROW(packed.Unpack(unknown_entry), std::runtime_error);
+  EXPECT_THROW(packed.Release(unknown_entry), std::runtime_error);
   EXPECT_THROW(packed.Unpack(std::vector<std::uint8_t>{3, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
                                                        0x80, 0x80, 0x80, 0x01}),
                std::runtime_error);
+  EXPECT_EQ(packed.Unpack(bytes), CachedPod(3)) << "what was stored is unharmed";
 }
 
-TEST(PackedJsonTest, NestingPastTheLimitIsRefusedBothWays) {
+TEST(PackedJsonTest, NestingPastTheLimitIsRefusedBothWaysAndTakesNoEntry) {
   PackedJson packed;
   Json deep = Json::array();
   for (int i = 0; i < PackedJson::kMaxDepth + 5; ++i) deep = Json::array({deep});
-  EXPECT_THROW(packed.Pack(deep), std::runtime_error);
-  // The same nesting written by hand: one byte per level, refused without exhausting the stack.
+  deep = Json{{"a-key-of-its-own", deep}};
+  EXPECT_THROW(packed.Pack(deep, "ns/deep"), std::runtime_error);
+  EXPECT_EQ(packed.dictionary_entries(), 0u) << "the entries it had taken are given back";
+  // The same nesting written by hand: two bytes per level, refused without exhausting the stack.
   std::vector<std::uint8_t> bytes;
   for (int i = 0; i < 100000; ++i) bytes.insert(bytes.end(), {7, 1});
   EXPECT_THROW(packed.Unpack(bytes), std::runtime_error);
+  EXPECT_THROW(packed.Release(bytes), std::runtime_error);
 }
 
 }  // namespace
