@@ -1,7 +1,6 @@
 #include "manager/pod_log_reader.h"
 
 #include <algorithm>
-#include <set>
 #include <unordered_map>
 
 #include "controllers/labels.h"

@@ -63,11 +63,18 @@ std::vector<Json> Pods(int count, const std::string& phase) {
 
 const auto kAllManaged = [](const controllers::JobKey&) { return true; };
 
-TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
+// A reader at the default limits (2 reads a second, burst 10, Running pods again every 5 min)
+// over a counting source.
+struct CountedReader {
   CountingSource counting;
   manager::PodLogStore store;
-  const controllers::LogReadLimits limits{std::chrono::seconds(300), 2.0, 10.0};
-  manager::PodLogReader reader(limits, counting.Source(), store);
+  manager::PodLogReader reader{controllers::LogReadLimits{std::chrono::seconds(300), 2.0, 10.0},
+                               counting.Source(), store};
+};
+
+TEST(PodLogReaderTest, FiveHundredPodsAreReadWithinTheRateOncePerPhase) {
+  CountedReader counted;
+  auto& [counting, store, reader] = counted;
   const std::vector<Json> running = Pods(500, "Running");
   for (int second = 0; second <= 300; ++second) {
     reader.Tick(Visit(running), LiveIn(running), kAllManaged,
@@ -151,13 +158,11 @@ TEST(PodLogReaderTest, ReadsAreCountedByResult) {
 
 // At the size of a real cluster every pod is due (2 reads a second do not go round 100,000 pods
 // in a day): a pass ends where the rate does, so it decodes the pods it reads and one more, not
-// every pod every 2 s (that was half a core at 100,000 pods). The pods it did not reach are not
-// forgotten; those gone from the cache are.
+// every pod every 2 s (2.0 s of MessagePack decoding a pass at 100,000 pods, bench/cache_codec.sh).
+// The pods it did not reach are not forgotten; those gone from the cache are.
 TEST(PodLogReaderTest, APassEndsWhereTheRateDoesAndForgetsOnlyDeletedPods) {
-  CountingSource counting;
-  manager::PodLogStore store;
-  const controllers::LogReadLimits limits{std::chrono::seconds(300), 2.0, 10.0};
-  manager::PodLogReader reader(limits, counting.Source(), store);
+  CountedReader counted;
+  auto& [counting, store, reader] = counted;
   const std::vector<Json> pods = Pods(10000, "Running");
   int visited = 0;
   reader.Tick(Visit(pods, &visited), LiveIn(pods), kAllManaged, kStart);
