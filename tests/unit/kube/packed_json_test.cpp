@@ -117,6 +117,26 @@ TEST(PackedJsonTest, TheDictionaryHoldsOnlyWhatStoredObjectsReferTo) {
   EXPECT_EQ(packed.Unpack(packed.Pack(long_key, "ns/long")), long_key);
 }
 
+// An object of 100,000 keys (about 1 MB as JSON) and a list of 10,000 items: packed in bytes that
+// grow with the input, not more, and every entry given back when the object goes.
+TEST(PackedJsonTest, AHundredThousandKeysAndTenThousandItemsCostWhatTheyHold) {
+  PackedJson packed;
+  Json big = Json::object();
+  // Built as the vector it is (ordered_json's operator[] searches first: quadratic here).
+  auto& fields = static_cast<Json::object_t::Container&>(big.get_ref<Json::object_t&>());
+  for (int i = 0; i < 100000; ++i) fields.emplace_back("annotation-" + std::to_string(i), i);
+  Json items = Json::array();
+  for (int i = 0; i < 10000; ++i) items.push_back({{"name", "item-" + std::to_string(i)}});
+  big["items"] = items;
+  const std::size_t text = big.dump().size();
+  const auto bytes = packed.Pack(big, "ns/big");
+  EXPECT_LT(bytes.size(), text) << "no more bytes than the JSON text";
+  EXPECT_LT(packed.dictionary_bytes(), 100 * text) << "the entries grow with the keys, linearly";
+  EXPECT_EQ(packed.Unpack(bytes), big);
+  packed.Release(bytes);
+  EXPECT_EQ(packed.dictionary_entries(), 0u);
+}
+
 TEST(PackedJsonTest, BytesItDidNotMakeAreAnErrorNeverACrash) {
   PackedJson packed;
   (void)packed.Pack(CachedPod(2), "team-a/train-2");
