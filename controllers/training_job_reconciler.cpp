@@ -106,6 +106,7 @@ class JobReconcile {
     std::optional<GateVerdict> held;
     if (pending) {
       held = Gate(managed);
+      if (release_only_) return Finish();
     } else if (gate == std::string(core::kGateAdmitted)) {
       RepairAdmittedCondition();
     } else if (audit_ && !gate) {
@@ -233,8 +234,19 @@ class JobReconcile {
     const auto hold_event = [](const Json& e) {
       return StringField(e, "reason") == core::ReasonFromId(kInsufficientNodes);
     };
-    const bool was_held = (preflight && preflight->status == "False") ||
-                          std::any_of(job_events_.begin(), job_events_.end(), hold_event);
+    const bool held_condition = preflight && preflight->status == "False";
+    const bool was_held =
+        held_condition || std::any_of(job_events_.begin(), job_events_.end(), hold_event);
+    // A job the gate held for its nodes is released by that write alone: a repaired rack
+    // releases a hundred such jobs within seconds, each waiting for its release and for nothing
+    // else, and a worker that also wrote the condition and the Event would reach the next release
+    // three round trips later. The release's own watch event queues the job again, and that
+    // reconcile writes the condition and the Admitted Event as this one would have
+    // (RepairAdmittedCondition).
+    if (held_condition && managed && policy_.gate.enabled && !spec_error_ && !audit_) {
+      release_only_ = true;
+      return std::nullopt;
+    }
     SetCondition({std::string(core::kPreflightCondition), status, verdict.reason, verdict.message,
                   std::nullopt});
     if (was_held) TellOfRelease(verdict.message);
@@ -498,6 +510,7 @@ class JobReconcile {
 
   std::vector<Action> service_actions_;
   std::optional<MergePatch> release_;
+  bool release_only_ = false;  // the release is this reconcile's one write to the job
   std::vector<MergePatch> pod_releases_;
   std::vector<RecordEvent> events_;
   bool status_changed_ = false;

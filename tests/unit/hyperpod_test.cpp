@@ -448,6 +448,8 @@ TEST_F(HyperPodGate, PodsStayGatedUntilEnoughNodesAreValidatedThenAllAreReleased
     EXPECT_EQ(p.patch["metadata"]["resourceVersion"], "7");
   }
   ASSERT_EQ(cluster_.Apply(released.actions), 0);
+  EXPECT_EQ(Preflight()["status"], "False") << "the release alone; the condition next";
+  ASSERT_EQ(cluster_.Apply(Reconcile().actions), 0);
   EXPECT_EQ(Preflight()["status"], "True");
   const Json& job = cluster_.JobObject(key_);
   EXPECT_EQ(job["metadata"]["annotations"][std::string(core::kGateAnnotation)], "admitted");
