@@ -9,9 +9,11 @@
 #   3. JOBS gated jobs (every PYTORCH_EVERYth a PyTorchJob, the rest Indexed Jobs labelled
 #      ncclguard.io/managed=true; 16-64 pods of 8 GPUs each, 50 on average) created at once:
 #      time until all are served and released; kube-controller-manager then makes the Jobs'
-#      pods and the driver the PyTorchJobs' (the training operator is not run here: see
-#      BENCHMARKS.md), kube-scheduler binds them, kwok runs them (a Job's pods complete after
-#      POD_SECONDS); the controller's RSS once stable, its CPU, the API server's;
+#      pods and the driver the PyTorchJobs' (with TRAINING_OPERATOR=1, as root: the real
+#      Kubeflow training operator makes them, scripts/training-operator.sh start-local; see
+#      BENCHMARKS.md for why not by default), kube-scheduler binds them, kwok runs them (a
+#      Job's pods complete after POD_SECONDS); the controller's RSS once stable, its CPU, the
+#      API server's;
 #   4. churn for CHURN_SECONDS: CHURN_RATE jobs a second deleted (oldest first) and created, the
 #      controller's RSS and watches sampled every 10 s;
 #   5. the repaired rack: RACK_NODES p5e.48xlarge nodes failing validation, RACK_JOBS held jobs
@@ -38,11 +40,15 @@ rack_jobs=${RACK_JOBS:-100}
 rack_seconds=${RACK_SECONDS:-60}
 workers=${WORKERS:-4}
 qps=${QPS:-500}
+run_training_operator=${TRAINING_OPERATOR:-0}
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/scale/ncclguard_scale_bench}
 if [[ -z ${NCCLGUARD_SKIP_BUILD:-} ]]; then
   "$root/scripts/build.sh" ncclguard ncclguard_scale_bench >/dev/null
   "$root/scripts/controlplane.sh" build controlplane node kwok >/dev/null 2>&1
+  if [[ $run_training_operator == 1 ]]; then
+    "$root/scripts/controlplane.sh" build training >/dev/null 2>&1
+  fi
 fi
 
 work=$(mktemp -d)
@@ -51,6 +57,8 @@ export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
 cleanup() {
   [[ -n $sampler_pid ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
   [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
+  [[ $run_training_operator == 1 ]] && KUBECONFIG=${kubeconfig:-/dev/null} \
+    "$root/scripts/training-operator.sh" stop-local "$work" >/dev/null 2>&1
   "$root/scripts/kwok.sh" stop >/dev/null 2>&1 || true
   "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
   if [[ -n ${KEEP_WORK:-} ]]; then echo "scale: work dir kept: $work" >&2; else rm -rf "$work"; fi
@@ -64,6 +72,11 @@ kubeconfig="" controller_kubeconfig=""
 : >"$work/results"
 for run in $(seq "$runs"); do
   start_scale_cluster "$work"
+  operator_arg=()
+  if [[ $run_training_operator == 1 ]]; then
+    KUBECONFIG=$kubeconfig "$root/scripts/training-operator.sh" start-local "$work" 2>>"$work/cp.log"
+    operator_arg=(operator)
+  fi
   "$driver" setup "$kubeconfig" "$nodes" "$namespaces" >"$work/setup.json"
   metrics_port=$(free_port)
   "$ncclguard" controller --kubeconfig "$controller_kubeconfig" --leader-elect=false \
@@ -78,7 +91,8 @@ for run in $(seq "$runs"); do
   cpu0=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   idle_kb=$(rss_kb "$controller_pid")
 
-  jobs_json=$("$driver" jobs "$kubeconfig" "$namespaces" 0 "$jobs" "$pytorch_every" "$pod_seconds")
+  jobs_json=$("$driver" jobs "$kubeconfig" "$namespaces" 0 "$jobs" "$pytorch_every" "$pod_seconds" \
+    "${operator_arg[@]}")
   cpu1=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   # The pods: until the API server's pod count stops growing (kube-controller-manager creates the
   # Jobs' pods after their release), at most 20 minutes.
@@ -107,6 +121,9 @@ for run in $(seq "$runs"); do
     "$peak_kb" "$pods_now" "${cpu0[*]}" "${cpu1[*]}" "${cpu2[*]}" "$jobs_json" "$churn_json" \
     "$rack_json" "$(cat "$work/setup.json")" "$(uptime)" | tee -a "$work/results" | tee -a "${SCALE_RESULTS:-/dev/null}"
   kill "$controller_pid"; wait "$controller_pid" 2>/dev/null || true; controller_pid=""
+  if [[ $run_training_operator == 1 ]]; then
+    KUBECONFIG=$kubeconfig "$root/scripts/training-operator.sh" stop-local "$work"
+  fi
   stop_scale_cluster
 done
 python3 "$root/bench/scale_report.py" medians "$work/results"

@@ -97,6 +97,8 @@ def run(argv):
     rss = [s[1] / 1024 for s in samples]
     sockets = [s[2] for s in samples]
     restarts = [s[3] for s in samples]
+    cached = [s[5] / 2**20 for s in samples if len(s) > 6]
+    events_cached = [s[6] / 2**20 for s in samples if len(s) > 6]
     churned = max(1, churn.get("created", 0))
     result = {
         "run": int(run_no),
@@ -124,6 +126,11 @@ def run(argv):
         "churn_rss_mb": [min(rss, default=0), max(rss, default=0)],
         "churn_rss_first_last_mb": [rss[0] if rss else 0, rss[-1] if rss else 0],
         "churn_sockets": [min(sockets, default=0), max(sockets, default=0)],
+        # what the caches hold meanwhile (the rest of the RSS is the work in flight and what the
+        # allocator keeps): all of them, and the Events cache's share
+        "churn_caches_mb": [round(min(cached, default=0), 1), round(max(cached, default=0), 1)],
+        "churn_events_cache_mb": [round(min(events_cached, default=0), 1),
+                                  round(max(events_cached, default=0), 1)],
         "churn_watch_restarts": (restarts[-1] - restarts[0]) if restarts else 0,
         "rack": json.loads(rack_json),
         "rack_queue_depth_max": queue_depth_max(f"{work}/rack-samples"),

@@ -15,6 +15,17 @@
 #   scripts/training-operator.sh install     apply, wait until the operator's webhook serves
 #   scripts/training-operator.sh uninstall   delete what install applied (the CRDs too)
 #   scripts/training-operator.sh render      print the adapted manifests
+#   scripts/training-operator.sh start-local <dir>
+#       the operator as a process of this machine (root), for a cluster whose nodes are simulated
+#       (bench/scale.sh: kwok runs no containers): the binary scripts/controlplane.sh build
+#       training makes, in a network namespace of its own (scripts/netns_run.py) that reaches
+#       the API server's loopback port and nothing else: v1.8.1 binds its webhook to every
+#       interface. Its webhook certificate Secret is filled as for install; the certificate files
+#       are where its rotator looks, /tmp/k8s-webhook-server/serving-certs (removed by
+#       stop-local); its webhook configuration matches no namespace (the API server cannot reach
+#       a webhook in that namespace), and exists because the operator starts its controllers only
+#       once its CA is in one. PyTorchJob only; its log and pid in <dir>.
+#   scripts/training-operator.sh stop-local <dir>   stops it by its pid
 #
 # Environment: KUBECONFIG (required, kubectl on PATH or in the binary cache),
 #   NCCLGUARD_TRAINING_INIT_IMAGE   image of the Workers' init container
@@ -154,9 +165,74 @@ cmd_uninstall() {
   log "training operator removed"
 }
 
+local_cert_dir=/tmp/k8s-webhook-server/serving-certs  # v1.8.1's pkg/cert, not configurable
+
+cmd_start_local() {
+  local dir="$1" bin server port i start=$SECONDS
+  [[ -n "$dir" && -d "$dir" ]] || die "start-local <dir>: an existing directory"
+  ((EUID == 0)) || die "start-local needs root (a network namespace of its own)"
+  bin="$cache_dir/bin/training-operator.v1"
+  [[ -x "$bin" ]] || die "no $bin (scripts/controlplane.sh build training)"
+  server="$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+  [[ "$server" =~ ^https://127\.0\.0\.1:([0-9]+)$ ]] ||
+    die "start-local wants an API server on 127.0.0.1, not '$server'"
+  port="${BASH_REMATCH[1]}"
+  mkdir -p "$dir/certs"
+  make_certs "$dir/certs"
+  k create namespace "$namespace" --dry-run=client -o yaml | k apply -f - >/dev/null
+  k -n "$namespace" create secret generic training-operator-webhook-cert \
+    --from-file="$dir/certs/ca.crt" --from-file="$dir/certs/ca.key" \
+    --from-file="$dir/certs/tls.crt" --from-file="$dir/certs/tls.key" \
+    --dry-run=client -o yaml | k apply -f - >/dev/null
+  k apply -f - >/dev/null <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validator.training-operator.kubeflow.org
+webhooks:
+  - name: validate-pytorchjob.kubeflow.org
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Ignore
+    clientConfig:
+      service: {name: training-operator, namespace: $namespace, path: /validate-kubeflow-org-v1-pytorchjob}
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: no-namespace-reaches-this-webhook}
+    rules:
+      - {apiGroups: [kubeflow.org], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pytorchjobs]}
+YAML
+  mkdir -p "$local_cert_dir"
+  cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$local_cert_dir/"
+  "$script_dir/netns_run.py" "$port" -- "$bin" --enable-scheme=pytorchjob \
+    --metrics-bind-address=0 --health-probe-bind-address=0 \
+    --pytorch-init-container-image="$init_image" >"$dir/training-operator.log" 2>&1 &
+  echo $! >"$dir/training-operator.pid"
+  for ((i = 0; i < 600; i++)); do
+    grep -q 'Starting workers.*"controller": "pytorchjob-controller"' "$dir/training-operator.log" && break
+    kill -0 "$(cat "$dir/training-operator.pid")" 2>/dev/null ||
+      { tail -20 "$dir/training-operator.log" >&2; die "the training operator exited"; }
+    sleep 0.1
+  done
+  ((i < 600)) || { tail -20 "$dir/training-operator.log" >&2; die "the training operator did not start its PyTorchJob workers in 60 s"; }
+  log "training operator $TRAINING_OPERATOR_VERSION running as pid $(cat "$dir/training-operator.pid") ($((SECONDS - start))s)"
+}
+
+cmd_stop_local() {
+  local dir="$1" pid
+  pid="$(cat "$dir/training-operator.pid" 2>/dev/null)" || return 0
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/training-operator.pid" "$local_cert_dir/tls.crt" "$local_cert_dir/tls.key"
+  rmdir "$local_cert_dir" "${local_cert_dir%/*}" 2>/dev/null || true
+}
+
 case "${1:-}" in
   install) cmd_install ;;
   uninstall) cmd_uninstall ;;
   render) tmp="$(mktemp -d)"; render "$tmp"; rm -rf "$tmp" ;;
-  *) printf 'usage: %s install|uninstall|render\n' "$0" >&2; exit 2 ;;
+  start-local) cmd_start_local "${2:-}" ;;
+  stop-local) cmd_stop_local "${2:-}" ;;
+  *) printf 'usage: %s install|uninstall|render|start-local <dir>|stop-local <dir>\n' "$0" >&2; exit 2 ;;
 esac

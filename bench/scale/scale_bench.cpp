@@ -3,12 +3,13 @@
 // and gated training jobs spread over opted-in namespaces scale-0..scale-<N-1>.
 //   setup  <kubeconfig> <nodes> <namespaces>
 //          the namespaces, kwok nodes (8 GPUs, 32 EFA) and a Pass NodeValidation for each
-//   jobs   <kubeconfig> <namespaces> <first> <count> <pytorch every> <pod seconds>
+//   jobs   <kubeconfig> <namespaces> <first> <count> <pytorch every> <pod seconds> [operator]
 //          gated jobs first..first+count-1 (every <pytorch every>th a PyTorchJob, the others
 //          Indexed Jobs labelled ncclguard.io/managed=true; 16-64 pods of 8 GPUs each, 50 on
 //          average); waits until each has its Service and is released, then creates the
-//          released PyTorchJobs' pods (playing the training operator). A Job's pods run
-//          <pod seconds> (kwok's pod-complete delay)
+//          released PyTorchJobs' pods (playing the training operator), unless `operator`: the
+//          real training operator runs beside (scripts/training-operator.sh start-local) and
+//          makes them. A Job's pods run <pod seconds> (kwok's pod-complete delay)
 //   churn  <kubeconfig> <namespaces> <first> <seconds> <per second> <pod seconds>
 //          for <seconds>: the oldest jobs deleted and new gated Indexed Jobs created from
 //          <first> on, <per second> each; prints how many of the new ones were released
@@ -397,7 +398,7 @@ void CreatePyTorchJobPods(Client& client, const std::vector<Json>& jobs) {
 }
 
 int Jobs(Client& client, const ncclguard::kube::ClientConfig& config, int namespaces, int first,
-         int count, int pytorch_every, int pod_seconds) {
+         int count, int pytorch_every, int pod_seconds, bool operator_makes_pods) {
   KeySet served, released;
   std::mutex jobs_mutex;
   std::map<std::string, Json> pytorch_released;
@@ -450,13 +451,14 @@ int Jobs(Client& client, const ncclguard::kube::ClientConfig& config, int namesp
     for (auto& [key, job] : pytorch_released) to_run.push_back(job);
   }
   const auto pods_start = Clock::now();
-  CreatePyTorchJobPods(client, to_run);
+  if (!operator_makes_pods) CreatePyTorchJobPods(client, to_run);
   std::printf(
       "{\"jobs\":%d,\"pytorchjobs\":%d,\"pods\":%d,\"created_s\":%.1f,"
       "\"served_and_released_s\":%.1f,\"timeout\":%s,\"services\":%zu,\"released\":%zu,"
-      "\"pytorchjob_pods_created_s\":%.1f}\n",
+      "\"pytorchjob_pods_by\":\"%s\",\"pytorchjob_pods_created_s\":%.1f}\n",
       count, pytorch_jobs, pods, created, done, timed_out ? "true" : "false",
-      served.Count() - served_before, released.Count() - released_before, Since(pods_start));
+      served.Count() - served_before, released.Count() - released_before,
+      operator_makes_pods ? "training-operator" : "driver", Since(pods_start));
   return timed_out ? 1 : 0;
 }
 
@@ -684,8 +686,8 @@ int main(int argc, char** argv) {
   try {
     const std::string& command = args[0];
     if (command == "setup" && args.size() == 4) return Setup(client, n(2), n(3));
-    if (command == "jobs" && args.size() == 7)
-      return Jobs(client, config, n(2), n(3), n(4), n(5), n(6));
+    if (command == "jobs" && (args.size() == 7 || (args.size() == 8 && args[7] == "operator")))
+      return Jobs(client, config, n(2), n(3), n(4), n(5), n(6), args.size() == 8);
     if (command == "churn" && args.size() == 7)
       return Churn(client, config, n(2), n(3), n(4), std::atof(args[5].c_str()), n(6));
     if (command == "rack" && args.size() == 5) return Rack(client, config, n(2), n(3), n(4));
