@@ -32,6 +32,9 @@ work=$(mktemp -d)
 controller_pid=""
 export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
 cleanup() {
+  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
+  # child's status would end the trap here and leave the rest running.
+  set +e
   [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
   "$root/scripts/controlplane.sh" stop >/dev/null 2>&1 || true
   rm -rf "$work"

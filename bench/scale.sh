@@ -55,6 +55,9 @@ work=$(mktemp -d)
 controller_pid="" sampler_pid=""
 export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
 cleanup() {
+  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
+  # child's status would end the trap here and leave the rest running.
+  set +e
   [[ -n $sampler_pid ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
   [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
   [[ $run_training_operator == 1 ]] && KUBECONFIG=${kubeconfig:-/dev/null} \

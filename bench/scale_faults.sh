@@ -27,6 +27,9 @@ work=$(mktemp -d)
 proxy_pid="" pids=()
 export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
 cleanup() {
+  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
+  # child's status would end the trap here and leave the rest running.
+  set +e
   local pid
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
   [[ -n $proxy_pid ]] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null

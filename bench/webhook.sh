@@ -20,6 +20,9 @@ ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 work=$(mktemp -d)
 server_pid=""
 cleanup() {
+  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
+  # child's status would end the trap here and leave the rest running.
+  set +e
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   rm -rf "$work"
 }

@@ -64,6 +64,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-demo.XXXXXX")
 export NCCLGUARD_CONTROLPLANE_DIR=$work/controlplane
 controller_pid=""
 cleanup() {
+  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
+  # child's status would end the trap here and leave the rest running.
+  set +e
   local rc=$?
   if [[ $keep == true && $rc -eq 0 ]]; then return; fi
   [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
