@@ -226,17 +226,8 @@ class JobReconcile {
       patch[JsonPointer(std::string(info_.suspend_field))] = false;
     }
     release_ = MergePatch{ref_, false, std::move(patch)};
-    const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
-    // A job that was visibly held gets an Event for its release; one released at its first look
-    // has only the condition (an Event per job would cost every admission a write and say
-    // nothing the condition does not). Held shows in the condition, or in the hold Event.
     const auto preflight = FindCondition(job_, core::kPreflightCondition);
-    const auto hold_event = [](const Json& e) {
-      return StringField(e, "reason") == core::ReasonFromId(kInsufficientNodes);
-    };
     const bool held_condition = preflight && preflight->status == "False";
-    const bool was_held =
-        held_condition || std::any_of(job_events_.begin(), job_events_.end(), hold_event);
     // A job the gate held for its nodes is released by that write alone: a repaired rack
     // releases a hundred such jobs within seconds, each waiting for its release and for nothing
     // else, and a worker that also wrote the condition and the Event would reach the next release
@@ -247,6 +238,15 @@ class JobReconcile {
       release_only_ = true;
       return std::nullopt;
     }
+    const std::string status = verdict.reason == "SpecUnreadable" ? "Unknown" : "True";
+    // A job that was visibly held gets an Event for its release; one released at its first look
+    // has only the condition (an Event per job would cost every admission a write and say
+    // nothing the condition does not). Held shows in the condition, or in the hold Event.
+    const auto hold_event = [](const Json& e) {
+      return StringField(e, "reason") == core::ReasonFromId(kInsufficientNodes);
+    };
+    const bool was_held =
+        held_condition || std::any_of(job_events_.begin(), job_events_.end(), hold_event);
     SetCondition({std::string(core::kPreflightCondition), status, verdict.reason, verdict.message,
                   std::nullopt});
     if (was_held) TellOfRelease(verdict.message);
