@@ -94,12 +94,16 @@ for run in $(seq "$runs"); do
   cpu0=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   idle_kb=$(rss_kb "$controller_pid")
 
+  # The arrival: RSS and what the allocator holds, sampled while the jobs and their pods come.
+  sample_controller "$controller_pid" "$metrics_port" 5 >"$work/jobs-samples" &
+  sampler_pid=$!
   jobs_json=$("$driver" jobs "$kubeconfig" "$namespaces" 0 "$jobs" "$pytorch_every" "$pod_seconds" \
     "${operator_arg[@]}")
   cpu1=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   # The pods: until the API server's pod count stops growing (kube-controller-manager creates the
   # Jobs' pods after their release), at most 20 minutes.
   pods_now=$(wait_pods_settle 1200)
+  kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   stable_kb=$(stable_rss "$controller_pid")
   scrape "$metrics_port" >"$work/metrics.stable"  # the caches' size then
   audit_mark "$work" jobs

@@ -117,16 +117,22 @@ stable_rss() {
 
 # sample_controller <pid> <metrics port> <period>: one line per period: seconds, RSS kB, the
 # controller's open TCP connections (its watches ride one each), its watch restarts so far, its
-# work queues' depth, the bytes its caches hold (all informers) and the Events cache's share.
+# work queues' depth, the bytes its caches hold (all informers) and the Events cache's share, and
+# what jemalloc holds: the program's objects (allocated) and its pages in RAM (resident).
 sample_controller() {
-  local pid="$1" port="$2" period="$3" begin=$SECONDS sockets counts
+  local pid="$1" port="$2" period="$3" begin=$SECONDS sockets counts rss
   while kill -0 "$pid" 2>/dev/null; do
+    # The RSS before the scrape: the scrape's own memory (its families and text, freed by the time
+    # of the next sample) is in the peak (VmHWM), not in every sample.
+    rss=$(rss_kb "$pid")
     sockets=$(find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | wc -l)
     counts=$(scrape "$port" 2>/dev/null | awk '/^ncclguard_watch_restarts_total/ {r += $2}
       /^ncclguard_workqueue_depth/ {d += $2}
       /^ncclguard_informer_stored_bytes/ {c += $2; if ($0 ~ /resource="events"/) e += $2}
-      END {print r + 0, d + 0, c + 0, e + 0}')
-    printf '%s %s %s %s\n' "$((SECONDS - begin))" "$(rss_kb "$pid")" "$sockets" "$counts"
+      /^ncclguard_allocator_bytes\{state="allocated"\}/ {a = $2}
+      /^ncclguard_allocator_bytes\{state="resident"\}/ {m = $2}
+      END {print r + 0, d + 0, c + 0, e + 0, a + 0, m + 0}')
+    printf '%s %s %s %s\n' "$((SECONDS - begin))" "$rss" "$sockets" "$counts"
     sleep "$period"
   done
 }

@@ -62,6 +62,10 @@ def count(lines):
     return writes, lists, absent, watches
 
 
+def open_or_empty(path):
+    return open(path) if os.path.exists(path) else []
+
+
 def queue_depth_max(path):
     if not os.path.exists(path):
         return None
@@ -99,6 +103,12 @@ def run(argv):
     restarts = [s[3] for s in samples]
     cached = [s[5] / 2**20 for s in samples if len(s) > 6]
     events_cached = [s[6] / 2**20 for s in samples if len(s) > 6]
+    allocated = [s[7] / 2**20 for s in samples if len(s) > 8]
+    resident = [s[8] / 2**20 for s in samples if len(s) > 8]
+    # The arrival's sample with the most RSS, and what the caches and the allocator held then.
+    arrival = [list(map(float, line.split())) for line in open_or_empty(f"{work}/jobs-samples")
+               if line.strip()]
+    arrival_peak = max(arrival, key=lambda s: s[1], default=None)
     churned = max(1, churn.get("created", 0))
     result = {
         "run": int(run_no),
@@ -131,6 +141,17 @@ def run(argv):
         "churn_caches_mb": [round(min(cached, default=0), 1), round(max(cached, default=0), 1)],
         "churn_events_cache_mb": [round(min(events_cached, default=0), 1),
                                   round(max(events_cached, default=0), 1)],
+        # jemalloc's figures meanwhile: the objects the program holds, and the pages resident
+        # (the rest of the RSS is code, stacks and the libraries' own heaps)
+        "churn_allocated_mb": [round(min(allocated, default=0), 1), round(max(allocated, default=0), 1)],
+        "churn_allocator_resident_mb": [round(min(resident, default=0), 1),
+                                        round(max(resident, default=0), 1)],
+        "arrival_peak_sample": None if arrival_peak is None or len(arrival_peak) < 9 else {
+            "rss_mb": round(arrival_peak[1] / 1024, 1),
+            "caches_mb": round(arrival_peak[5] / 2**20, 1),
+            "allocated_mb": round(arrival_peak[7] / 2**20, 1),
+            "allocator_resident_mb": round(arrival_peak[8] / 2**20, 1),
+            "queue_depth": int(arrival_peak[4])},
         "churn_watch_restarts": (restarts[-1] - restarts[0]) if restarts else 0,
         "rack": json.loads(rack_json),
         "rack_queue_depth_max": queue_depth_max(f"{work}/rack-samples"),

@@ -1,5 +1,7 @@
 #include "metrics/registry.h"
 
+#include "metrics/allocator.h"
+
 #include <prometheus/gauge.h>
 #include <prometheus/text_serializer.h>
 
@@ -39,6 +41,10 @@ prometheus::Registry& Global() {
   static prometheus::Registry* registry = [] {
     auto* created = new prometheus::Registry();  // never destroyed: used until exit
     RegisterBuildInfo(*created);
+    // What the allocator holds, beside the RSS: every process that serves metrics.
+    static const AllocatorCollector allocator;
+    std::lock_guard lock(AllCollectors().mutex);
+    AllCollectors().entries.emplace_back(created, &allocator);
     return created;
   }();
   return *registry;

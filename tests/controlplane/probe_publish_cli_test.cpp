@@ -29,6 +29,7 @@
 #include "test_https_server.h"
 #include "test_kube_client.h"
 #include "tests/common/loopback_port.h"
+#include "tests/metrics_sample.h"
 #include "tests/unit/probes/probe_test_support.h"
 #include "tests/unit/test_support.h"
 
@@ -222,6 +223,14 @@ TEST_F(ProbePublishCommandTest, SigtermWhileWaitingForTheNextRunExitsZeroPromptl
       << scraped;
   EXPECT_TRUE(Contains(scraped, "ncclguard_probe_runs_total{result=\"failed\"} 0\n")) << scraped;
   EXPECT_TRUE(Contains(scraped, "ncclguard_build_info{version=")) << scraped;
+  // What jemalloc holds, beside the RSS: the program's objects fit in the pages resident.
+  const double allocated =
+      testing::MetricSample(scraped, R"(ncclguard_allocator_bytes{state="allocated"})")
+          .value_or(-1);
+  const double resident =
+      testing::MetricSample(scraped, R"(ncclguard_allocator_bytes{state="resident"})").value_or(-1);
+  EXPECT_GT(allocated, 0) << scraped;
+  EXPECT_LE(allocated, resident) << scraped;
   EXPECT_EQ(PlainHttpGet(metrics_port, "/healthz"), "ok\n");
   EXPECT_EQ(probe.TerminateWithin(5s), 0) << probe.Stderr();
   EXPECT_TRUE(Contains(probe.Stderr(), "received SIGTERM")) << probe.Stderr();

@@ -52,6 +52,9 @@ METRICS = {
     # Every process.
     "ncclguard_build_info": ("gauge", _both([{"version": "0.1.0"}]) + _probes(lambda t: [{"version": "0.1.0"}])),
     "up": ("gauge", _both([{}]) + _probes(lambda t: [{}])),
+    "ncclguard_allocator_bytes": ("gauge", _both([{"state": s} for s in (
+        "allocated", "active", "metadata", "resident", "mapped", "retained")]) + _probes(
+        lambda t: [{"state": "allocated"}, {"state": "resident"}])),
     # Webhook (every replica serves).
     "ncclguard_webhook_requests_total": ("counter", _both([
         {"endpoint": "mutate", "result": "patched"}, {"endpoint": "mutate", "result": "skipped"},
