@@ -9,7 +9,7 @@
 #   3. SCRAPES (default 20) GETs with curl: time and bytes;
 #   4. the real Prometheus (Debian's) scraping it every second for SCRAPE_SECONDS (default 20):
 #      its own scrape_duration_seconds and scrape_samples_scraped for the target.
-# Prints medians and the controller's RSS.
+# Prints medians, the controller's RSS and how much one scrape adds to it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
@@ -76,9 +76,16 @@ done
 have=$(series)
 [[ "$have" == "$want" ]] || { echo "the controller exposes $have node check series, not $want" >&2; tail "$work/controller.log" >&2; exit 1; }
 
+# Each GET: its time and size, and the controller's RSS before it and at its highest during it
+# (VmHWM, reset before the GET by writing 5 to /proc/PID/clear_refs): what a scrape costs in memory.
 : >"$work/curl"
+status=/proc/$controller_pid/status
 for _ in $(seq "$scrapes"); do
-  curl -sf -o /dev/null -w '%{time_total} %{size_download}\n' "$url" >>"$work/curl"
+  echo 5 >"/proc/$controller_pid/clear_refs"
+  before_kb=$(awk '/^VmRSS:/ {print $2}' "$status")
+  took=$(curl -sf -o /dev/null -w '%{time_total} %{size_download}' "$url")
+  echo "$took $before_kb $(awk '/^VmHWM:/ {print $2}' "$status")" >>"$work/curl"
+  sleep "${GET_GAP_SECONDS:-2}"  # jemalloc's background thread returns the freed pages (1 s)
 done
 curl -sf "$url" >"$work/metrics.txt"
 samples=$(grep -vc '^#' "$work/metrics.txt")
@@ -112,14 +119,18 @@ python3 - "$work/curl" "$nodes" "$checks" "$samples" "$gzip_bytes" "$prom_durati
   "$prom_scrapes" "$prom_up" "$rss_kb" "$setup_s" "$rss_unscraped_kb" <<'PY'
 import os, statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
-times = [float(t) * 1000 for t, _ in rows]
-sizes = [int(s) for _, s in rows]
+times = [float(row[0]) * 1000 for row in rows]
+sizes = [int(row[1]) for row in rows]
+before = [int(row[2]) / 1024 for row in rows]
+growth = [(int(row[3]) - int(row[2])) / 1024 for row in rows]
 nodes, checks, samples, gz, pdur, psamples, pscrapes, pup, rss, setup, rss0 = sys.argv[2:]
 print(f"scrape benchmark: {nodes} nodes x {checks} checks (NodeValidations made in {setup} s), "
       f"nproc={os.cpu_count()}")
 print(f"  curl, {len(times)} GETs: median {statistics.median(times):.1f} ms "
       f"(min {min(times):.1f}, max {max(times):.1f}), {statistics.median(sizes) / 1024:.0f} KiB "
       f"({int(gz) / 1024:.0f} KiB gzipped), {samples} samples")
+print(f"  controller RSS during one GET: +{statistics.median(growth):.1f} MB median "
+      f"(max +{max(growth):.1f}) over {statistics.median(before):.1f} MB before it")
 print(f"  Prometheus, {float(pscrapes):.0f} scrapes: median scrape_duration_seconds "
       f"{float(pdur) * 1000:.1f} ms, scrape_samples_scraped {float(psamples):.0f}, up min {pup}")
 print(f"  controller RSS: {int(rss0) / 1024:.1f} MB before the first scrape, "

@@ -180,7 +180,7 @@ ControllerModule DeclareKueuePreflight() {
   module.install = [](ModuleContext& context) {
     auto kueue = std::make_shared<KueueCaches>(context.caches());
     context.AddStateMetrics([kueue](std::vector<prometheus::MetricFamily>& out) {
-      out.push_back(KueueChecksFamily(kueue->workloads->List(), kueue->PreflightChecks()));
+      out.push_back(KueueChecksFamily(EachIn(*kueue->workloads), kueue->PreflightChecks()));
     });
     context.AddController(AdmissionCheckController(kueue));
     context.AddController(WorkloadCheckController(kueue, context.caches(), context.policy(),

@@ -55,9 +55,11 @@ class Manager::Impl final : public ModuleContext {
     if (options_.identity.empty()) options_.identity = DefaultIdentity();
     policy_.Watch(caches_.policies());  // before the controllers' handlers
     AddStateMetrics([this](std::vector<prometheus::MetricFamily>& out) {
-      const std::vector<kube::CachedObject> validations = caches_.node_validations().List();
-      out.push_back(NodeCheckStatusFamily(validations));
-      out.push_back(NodesFamily(caches_.nodes().List(), validations, *policy_.Current()));
+      out.push_back(NodesFamily(EachIn(caches_.nodes()), FindIn(caches_.node_validations()),
+                                *policy_.Current()));
+    });
+    state_.AddText([this](std::string& out) {
+      WriteNodeCheckStatus(EachIn(caches_.node_validations()), out);
     });
     for (const ControllerModule* module : ControllerModules()) {
       if (ModuleEnabled(*module, options_)) module->install(*this);

@@ -1,6 +1,7 @@
 #include "manager/state_metrics.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -80,6 +81,33 @@ constexpr std::string_view kKueueStates[] = {"Pending", "Ready", "Rejected", "Re
 
 }  // namespace
 
+EachObject EachIn(const kube::Informer& informer) {
+  return [&informer](const ObjectVisitor& visit) { informer.ForEach(visit); };
+}
+
+FindObject FindIn(const kube::Informer& informer) {
+  return [&informer](const std::string& name) { return informer.Get(name); };
+}
+
+EachObject EachOf(std::vector<kube::CachedObject> objects) {
+  return [objects = std::move(objects)](const ObjectVisitor& visit) {
+    for (const kube::CachedObject& object : objects) {
+      if (object) visit(*object);
+    }
+  };
+}
+
+FindObject FindByName(const std::vector<kube::CachedObject>& objects) {
+  auto by_name = std::make_shared<std::map<std::string, kube::CachedObject, std::less<>>>();
+  for (const kube::CachedObject& object : objects) {
+    if (object && object->is_object()) by_name->emplace(controllers::Meta(*object, "name"), object);
+  }
+  return [by_name](const std::string& name) -> kube::CachedObject {
+    const auto found = by_name->find(name);
+    return found != by_name->end() ? found->second : nullptr;
+  };
+}
+
 std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   std::vector<prometheus::MetricFamily> families;
   if (active_ && !active_()) return families;
@@ -87,88 +115,86 @@ std::vector<prometheus::MetricFamily> StateCollector::Collect() const {
   return families;
 }
 
-prometheus::MetricFamily HeldJobsFamily(
-    const std::map<core::WorkloadKind, std::vector<kube::CachedObject>>& jobs) {
+void StateCollector::CollectText(std::string& out) const {
+  if (active_ && !active_()) return;
+  for (const StateText& write : writers_) write(out);
+}
+
+prometheus::MetricFamily HeldJobsFamily(const std::map<core::WorkloadKind, EachObject>& jobs) {
   Tally held("ncclguard_gate_held_jobs",
              "Jobs the gate holds now (ncclguard.io/gate=pending), by namespace, kind and the "
              "reason of their NcclPreflight=False condition (Pending: not judged yet).",
              {"kind", "namespace", "reason"});
-  for (const auto& [kind, objects] : jobs) {
+  for (const auto& [kind, each] : jobs) {
     const std::string kind_name(core::KindInfoOf(kind).kind_name);
-    for (const kube::CachedObject& job : objects) {
-      if (!job || !job->is_object() || !controllers::GatePending(*job)) continue;
+    each([&](const Json& job) {
+      if (!job.is_object() || !controllers::GatePending(job)) return;
       std::string reason = "Pending";
-      const auto preflight = controllers::FindCondition(*job, core::kPreflightCondition);
+      const auto preflight = controllers::FindCondition(job, core::kPreflightCondition);
       if (preflight && preflight->status == "False") {
         reason = IsReason(preflight->reason) ? preflight->reason : "Unknown";
       }
-      held.Add({kind_name, controllers::Meta(*job, "namespace"), std::move(reason)});
-    }
+      held.Add({kind_name, controllers::Meta(job, "namespace"), std::move(reason)});
+    });
   }
   return held.Family();
 }
 
-prometheus::MetricFamily NodeCheckStatusFamily(const std::vector<kube::CachedObject>& validations) {
-  Tally checks("ncclguard_node_check_status",
-               "1 for each node check of each NodeValidation, labelled with its current status "
-               "(Pass, Warn, Fail, Skip).",
-               {"check", "node", "status"});
-  for (const kube::CachedObject& validation : validations) {
-    if (!validation || !validation->is_object()) continue;
-    const std::string node = controllers::Meta(*validation, "name");
-    const Json* list = ChecksOf(*validation);
-    if (node.empty() || list == nullptr) continue;
-    std::set<std::string, std::less<>> seen;
+void WriteNodeCheckStatus(const EachObject& validations, std::string& out) {
+  metrics::TextFamily family("ncclguard_node_check_status",
+                             "1 for each node check of each NodeValidation, labelled with its "
+                             "current status (Pass, Warn, Fail, Skip).",
+                             out);
+  std::set<std::string, std::less<>> seen;
+  validations([&](const Json& validation) {
+    if (!validation.is_object()) return;
+    const std::string node = controllers::Meta(validation, "name");
+    const Json* list = ChecksOf(validation);
+    if (node.empty() || list == nullptr) return;
+    seen.clear();
     for (const Json& check : *list) {
       if (!check.is_object() || seen.size() >= kMaxChecksPerNode) continue;
       std::string id = controllers::StringField(check, "id");
-      std::string status = controllers::StringField(check, "status");
+      const std::string status = controllers::StringField(check, "status");
       if (!IsCheckId(id) || !IsCheckStatus(status) || seen.contains(id)) continue;
-      seen.insert(id);
-      checks.Add({std::move(id), node, std::move(status)});
+      family.Add({{"check", id}, {"node", node}, {"status", status}}, 1);
+      seen.insert(std::move(id));
     }
-  }
-  return checks.Family();
+  });
 }
 
-prometheus::MetricFamily NodesFamily(const std::vector<kube::CachedObject>& nodes,
-                                     const std::vector<kube::CachedObject>& validations,
+prometheus::MetricFamily NodesFamily(const EachObject& nodes, const FindObject& validation,
                                      const core::Policy& policy) {
   Tally tally("ncclguard_nodes",
               "Nodes of the catalog's instance types by validation state (validated, failed, "
               "unvalidated, cordoned, unhealthy).",
               {"instance_type", "state"});
-  std::map<std::string, const Json*, std::less<>> by_name;
-  for (const kube::CachedObject& validation : validations) {
-    if (validation && validation->is_object()) {
-      by_name.emplace(controllers::Meta(*validation, "name"), validation.get());
-    }
-  }
-  for (const kube::CachedObject& node : nodes) {
-    if (!node || !node->is_object()) continue;
-    const auto label = controllers::Label(*node, core::kInstanceTypeLabel);
-    if (!label) continue;
+  nodes([&](const Json& node) {
+    if (!node.is_object()) return;
+    const auto label = controllers::Label(node, core::kInstanceTypeLabel);
+    if (!label) return;
     const core::InstanceType* type = policy.FindInstanceType(*label);
-    if (type == nullptr) continue;  // not a GPU type the catalog knows: nothing to validate
-    const auto validation = by_name.find(controllers::Meta(*node, "name"));
-    const controllers::NodeStanding standing = controllers::StandingOf(
-        *node, validation != by_name.end() ? validation->second : nullptr, policy, false);
+    if (type == nullptr) return;  // not a GPU type the catalog knows: nothing to validate
+    const kube::CachedObject found = validation(controllers::Meta(node, "name"));
+    const Json* verdict = found && found->is_object() ? found.get() : nullptr;
+    const controllers::NodeStanding standing =
+        controllers::StandingOf(node, verdict, policy, false);
     tally.Add({type->name, std::string(controllers::NodeStandingName(standing))});
-  }
+  });
   return tally.Family();
 }
 
-prometheus::MetricFamily KueueChecksFamily(const std::vector<kube::CachedObject>& workloads,
+prometheus::MetricFamily KueueChecksFamily(const EachObject& workloads,
                                            const std::vector<std::string>& checks) {
   Tally tally("ncclguard_kueue_admission_checks",
               "Entries of ncclguard's AdmissionChecks on Kueue Workloads, by state.", {"state"});
   for (const std::string_view state : kKueueStates) tally.Add({std::string(state)}, 0);
-  for (const kube::CachedObject& workload : workloads) {
-    if (!workload || !workload->is_object()) continue;
-    const auto status = workload->find("status");
-    if (status == workload->end() || !status->is_object()) continue;
+  workloads([&](const Json& workload) {
+    if (!workload.is_object()) return;
+    const auto status = workload.find("status");
+    if (status == workload.end() || !status->is_object()) return;
     const auto entries = status->find("admissionChecks");
-    if (entries == status->end() || !entries->is_array()) continue;
+    if (entries == status->end() || !entries->is_array()) return;
     for (const Json& entry : *entries) {
       if (!entry.is_object()) continue;
       const std::string name = controllers::StringField(entry, "name");
@@ -179,7 +205,7 @@ prometheus::MetricFamily KueueChecksFamily(const std::vector<kube::CachedObject>
         tally.Add({state});
       }
     }
-  }
+  });
   return tally.Family();
 }
 

@@ -368,9 +368,9 @@ ControllerModule DeclareTrainingJobs() {
     if (pod_logs) context.Add(PodLogReading(context, pod_logs, training_jobs));
     const Caches& caches = context.caches();
     context.AddStateMetrics([&caches](std::vector<prometheus::MetricFamily>& out) {
-      std::map<core::WorkloadKind, std::vector<kube::CachedObject>> jobs;
+      std::map<core::WorkloadKind, EachObject> jobs;
       for (const core::KindInfo& info : core::ManagedKinds()) {
-        jobs.emplace(info.kind, caches.Job(info.kind).List());
+        jobs.emplace(info.kind, EachIn(caches.Job(info.kind)));
       }
       out.push_back(HeldJobsFamily(jobs));
     });

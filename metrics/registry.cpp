@@ -6,6 +6,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <charconv>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -52,17 +53,62 @@ prometheus::Registry& Global() {
 
 std::string Render(const prometheus::Registry& registry) {
   std::vector<prometheus::MetricFamily> families = registry.Collect();
+  std::vector<const TextCollectable*> texts;
   Collectors& collectors = AllCollectors();
-  {
-    std::lock_guard lock(collectors.mutex);
-    for (const auto& [owner, collector] : collectors.entries) {
-      if (owner != &registry) continue;
-      for (prometheus::MetricFamily& family : collector->Collect()) {
-        families.push_back(std::move(family));
-      }
+  std::lock_guard lock(collectors.mutex);  // held until the text collectors are done too
+  for (const auto& [owner, collector] : collectors.entries) {
+    if (owner != &registry) continue;
+    for (prometheus::MetricFamily& family : collector->Collect()) {
+      families.push_back(std::move(family));
+    }
+    if (const auto* text = dynamic_cast<const TextCollectable*>(collector)) texts.push_back(text);
+  }
+  std::string out = prometheus::TextSerializer().Serialize(families);
+  families.clear();
+  for (const TextCollectable* text : texts) text->CollectText(out);
+  return out;
+}
+
+TextFamily::TextFamily(std::string_view name, std::string_view help, std::string& out)
+    : name_(name), out_(out) {
+  out_.append("# HELP ").append(name_).append(" ");
+  for (const char c : help) {
+    if (c == '\\') {
+      out_.append("\\\\");
+    } else if (c == '\n') {
+      out_.append("\\n");
+    } else {
+      out_.push_back(c);
     }
   }
-  return prometheus::TextSerializer().Serialize(families);
+  out_.append("\n# TYPE ").append(name_).append(" gauge\n");
+}
+
+void TextFamily::Add(std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
+                     double value) {
+  out_.append(name_);
+  char separator = '{';
+  for (const auto& [label, text] : labels) {
+    out_.push_back(separator);
+    separator = ',';
+    out_.append(label).append("=\"");
+    for (const char c : text) {
+      if (c == '\\' || c == '"') {
+        out_.push_back('\\');
+        out_.push_back(c);
+      } else if (c == '\n') {
+        out_.append("\\n");
+      } else {
+        out_.push_back(c);
+      }
+    }
+    out_.push_back('"');
+  }
+  if (separator == ',') out_.push_back('}');
+  out_.push_back(' ');
+  char number[32];
+  const auto written = std::to_chars(number, number + sizeof(number), value);
+  out_.append(number, written.ptr).push_back('\n');
 }
 
 CollectorRegistration::CollectorRegistration(const prometheus::Registry& registry,

@@ -7,6 +7,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,29 @@ prometheus::Registry& Global();
 // Text exposition (format 0.0.4) of every family in `registry` and of the collectors registered
 // with it.
 std::string Render(const prometheus::Registry& registry = Global());
+
+// A collector that also writes families as exposition text itself, after the others: for a
+// family of tens of thousands of series, where prometheus-cpp's form (a ClientMetric, its
+// labels and their strings, for each series) would be built only to be serialized (at 5,000
+// nodes x 14 checks, 30 MB a scrape; BENCHMARKS.md, "Metrics"). Its family names must not be
+// any other's.
+class TextCollectable : public prometheus::Collectable {
+ public:
+  virtual void CollectText(std::string& out) const = 0;
+};
+
+// Writes one gauge family's exposition text: # HELP and # TYPE, then each sample.
+class TextFamily {
+ public:
+  TextFamily(std::string_view name, std::string_view help, std::string& out);
+  // A sample with these labels (names as given, values escaped: \\, \", \n).
+  void Add(std::initializer_list<std::pair<std::string_view, std::string_view>> labels,
+           double value);
+
+ private:
+  std::string_view name_;
+  std::string& out_;
+};
 
 // Families a part builds when it is scraped, from state it keeps anyway (an informer cache): such
 // a gauge has nothing to update as the state changes, and no series outlives what it describes.

@@ -19,8 +19,21 @@ using core::WorkloadKind;
 
 kube::CachedObject Cached(Json object) { return std::make_shared<const Json>(std::move(object)); }
 
+std::map<WorkloadKind, manager::EachObject> EachJob(
+    const std::map<WorkloadKind, std::vector<kube::CachedObject>>& jobs) {
+  std::map<WorkloadKind, manager::EachObject> each;
+  for (const auto& [kind, objects] : jobs) each.emplace(kind, manager::EachOf(objects));
+  return each;
+}
+
 std::string Text(const prometheus::MetricFamily& family) {
   return prometheus::TextSerializer().Serialize({family});
+}
+
+std::string NodeChecks(const std::vector<kube::CachedObject>& validations) {
+  std::string text;
+  manager::WriteNodeCheckStatus(manager::EachOf(validations), text);
+  return text;
 }
 
 bool HasLine(const std::string& text, const std::string& line) {
@@ -66,7 +79,7 @@ TEST(StateMetrics, HeldJobsAreCountedByNamespaceKindAndReasonUntilReleased) {
       nullptr};
   jobs[WorkloadKind::BatchJob] = {
       Cached(GatedJob("team-b", "f", "pending", "InsufficientValidatedNodes"))};
-  const std::string text = Text(manager::HeldJobsFamily(jobs));
+  const std::string text = Text(manager::HeldJobsFamily(EachJob(jobs)));
   const std::string held = "ncclguard_gate_held_jobs";
   EXPECT_TRUE(HasLine(
       text,
@@ -81,7 +94,7 @@ TEST(StateMetrics, HeldJobsAreCountedByNamespaceKindAndReasonUntilReleased) {
   // Released: the job is annotated admitted, and its series is gone, not 0.
   jobs[WorkloadKind::BatchJob] = {
       Cached(GatedJob("team-b", "f", "admitted", "InsufficientValidatedNodes"))};
-  EXPECT_EQ(Text(manager::HeldJobsFamily(jobs)).find(R"(kind="Job")"), std::string::npos);
+  EXPECT_EQ(Text(manager::HeldJobsFamily(EachJob(jobs))).find(R"(kind="Job")"), std::string::npos);
 }
 
 TEST(StateMetrics, ANodeCheckTurningFailMovesItsSeriesAndADeletedValidationTakesThemAway) {
@@ -91,20 +104,19 @@ TEST(StateMetrics, ANodeCheckTurningFailMovesItsSeriesAndADeletedValidationTakes
       R"(ncclguard_node_check_status{check="efa-device-count",node="n1",status="Fail"} 1)";
   std::vector<kube::CachedObject> validations = {Cached(
       Validation("n1", "Pass", {Check("efa-device-count", "Pass"), Check("gpu-count", "Skip")}))};
-  std::string text = Text(manager::NodeCheckStatusFamily(validations));
+  std::string text = NodeChecks(validations);
   EXPECT_TRUE(HasLine(text, pass)) << text;
   EXPECT_TRUE(
       HasLine(text, R"(ncclguard_node_check_status{check="gpu-count",node="n1",status="Skip"} 1)"));
 
   validations = {Cached(
       Validation("n1", "Fail", {Check("efa-device-count", "Fail"), Check("gpu-count", "Skip")}))};
-  text = Text(manager::NodeCheckStatusFamily(validations));
+  text = NodeChecks(validations);
   EXPECT_TRUE(HasLine(text, fail)) << text;
   EXPECT_FALSE(HasLine(text, pass)) << text;
 
   validations.clear();
-  EXPECT_EQ(Text(manager::NodeCheckStatusFamily(validations)).find("node=\"n1\""),
-            std::string::npos);
+  EXPECT_EQ(NodeChecks(validations).find("node=\"n1\""), std::string::npos);
 }
 
 TEST(StateMetrics, NodeChecksThatCannotBeReadAreLeftOut) {
@@ -116,9 +128,13 @@ TEST(StateMetrics, NodeChecksThatCannotBeReadAreLeftOut) {
   const std::vector<kube::CachedObject> validations = {
       Cached(Validation("n1", "Pass", checks)), Cached(Json{{"status", "junk"}}),
       Cached(Json{{"metadata", {{"name", "n2"}}}, {"status", {{"checks", "junk"}}}})};
-  const prometheus::MetricFamily family = manager::NodeCheckStatusFamily(validations);
-  EXPECT_EQ(family.metric.size(), 64u);  // the bound per node
-  const std::string text = Text(family);
+  const std::string text = NodeChecks(validations);
+  std::size_t series = 0;
+  for (std::size_t at = text.find("\nncclguard_node_check_status{"); at != std::string::npos;
+       at = text.find("\nncclguard_node_check_status{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, 64u) << text;  // the bound per node
   EXPECT_EQ(text.find(R"(status="Fail")"), std::string::npos);
   EXPECT_EQ(text.find("Not An Id"), std::string::npos);
   EXPECT_EQ(text.find("Maybe"), std::string::npos);
@@ -139,7 +155,8 @@ TEST(StateMetrics, NodesOfCatalogTypesAreCountedByValidationState) {
       Cached(Validation("c", "Fail", Json::array())),
       Cached(Validation("d", "Pass", Json::array())),
       Cached(Validation("f", "Pass", Json::array()))};
-  const std::string text = Text(manager::NodesFamily(nodes, validations, core::Policy::Defaults()));
+  const std::string text = Text(manager::NodesFamily(
+      manager::EachOf(nodes), manager::FindByName(validations), core::Policy::Defaults()));
   EXPECT_TRUE(HasLine(text, R"(ncclguard_nodes{instance_type="p5.48xlarge",state="validated"} 2)"))
       << text;
   EXPECT_TRUE(HasLine(text, R"(ncclguard_nodes{instance_type="p5.48xlarge",state="failed"} 1)"));
@@ -160,7 +177,7 @@ TEST(StateMetrics, KueueChecksAreCountedByStateOnlyForOurChecks) {
        {{"admissionChecks", Json::array({{{"name", "ncclguard-preflight"}, {"state", "Ready"}},
                                          {{"name", "ncclguard-preflight"}, {"state", "Odd"}}})}}}};
   const std::string text = Text(manager::KueueChecksFamily(
-      {Cached(workload), Cached(workload), Cached(ready), Cached(Json::array())},
+      manager::EachOf({Cached(workload), Cached(workload), Cached(ready), Cached(Json::array())}),
       {"ncclguard-preflight"}));
   EXPECT_TRUE(HasLine(text, R"(ncclguard_kueue_admission_checks{state="Pending"} 2)")) << text;
   EXPECT_TRUE(HasLine(text, R"(ncclguard_kueue_admission_checks{state="Ready"} 1)"));
@@ -172,9 +189,9 @@ TEST(StateMetrics, KueueChecksAreCountedByStateOnlyForOurChecks) {
 TEST(StateMetrics, TheCollectorReportsWhileActiveAndOnlyWhileRegistered) {
   bool leading = false;
   manager::StateCollector collector([&leading] { return leading; });
-  collector.Add([](std::vector<prometheus::MetricFamily>& out) {
-    out.push_back(manager::NodeCheckStatusFamily(
-        {Cached(Validation("n1", "Pass", {Check("memlock", "Warn")}))}));
+  collector.AddText([](std::string& out) {
+    manager::WriteNodeCheckStatus(
+        manager::EachOf({Cached(Validation("n1", "Pass", {Check("memlock", "Warn")}))}), out);
   });
   prometheus::Registry registry;
   const std::string series =

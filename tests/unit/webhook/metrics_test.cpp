@@ -1,6 +1,7 @@
 #include "webhook/metrics.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 
 #include <string>
 #include <vector>
@@ -115,6 +116,53 @@ TEST(Metrics, LabelValuesAreEscaped) {
   Metrics metrics(registry);
   metrics.CountRequest("a\"b\\c\nd", "ok", 0.001);
   EXPECT_NE(metrics.Render().find(R"(endpoint="a\"b\\c\nd")"), std::string::npos);
+}
+
+// metrics::TextFamily writes what prometheus-cpp's serializer writes for the same gauges, byte
+// for byte: escapes in the label values, integral and fractional values.
+TEST(Metrics, ATextFamilyReadsAsTheSerializersFamily) {
+  const std::string name = "ncclguard_test_gauge";
+  const std::string help = "What the gauge says.";
+  const std::vector<std::pair<std::string, double>> samples = {
+      {"plain", 1}, {"a\"b\\c\nd", 0}, {"", 0.25}, {"node-0001", 123456789}};
+  prometheus::MetricFamily family{name, help, prometheus::MetricType::Gauge, {}};
+  std::string text;
+  metrics::TextFamily written(name, help, text);
+  for (const auto& [value, number] : samples) {
+    prometheus::ClientMetric metric;
+    metric.label = {{"check", "c"}, {"node", value}};
+    metric.gauge.value = number;
+    family.metric.push_back(std::move(metric));
+    written.Add({{"check", "c"}, {"node", value}}, number);
+  }
+  EXPECT_EQ(text, prometheus::TextSerializer().Serialize({family}));
+  // Its help escaped as the exposition format says (prometheus-cpp's serializer does not).
+  text.clear();
+  metrics::TextFamily(name, "a \\ and a\nnewline", text);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "# HELP ncclguard_test_gauge a \\\\ and a\\nnewline");
+}
+
+// A text collector's families come after the others', only while it is registered.
+TEST(Metrics, TextCollectorsAreRenderedAfterTheFamilies) {
+  class Collector final : public metrics::TextCollectable {
+   public:
+    std::vector<prometheus::MetricFamily> Collect() const override { return {}; }
+    void CollectText(std::string& out) const override {
+      metrics::TextFamily("ncclguard_test_text", "A test family.", out).Add({{"a", "b"}}, 2);
+    }
+  };
+  prometheus::Registry registry;
+  Metrics metrics(registry);
+  metrics.CountRequest("mutate", "ok", 0.001);
+  const Collector collector;
+  {
+    const metrics::CollectorRegistration registration(registry, collector);
+    const std::string text = metrics::Render(registry);
+    const auto at = text.find("ncclguard_test_text{a=\"b\"} 2\n");
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_LT(text.find("ncclguard_webhook_requests_total{"), at);
+  }
+  EXPECT_EQ(metrics::Render(registry).find("ncclguard_test_text"), std::string::npos);
 }
 
 TEST(Metrics, TheProcessRegistryNamesTheBuild) {
