@@ -3,6 +3,8 @@
 #include <cpprest/http_listener.h>
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "metrics/registry.h"
 
@@ -20,9 +22,12 @@ struct HealthServer::Listener {
 namespace {
 
 // The answer's write completes later; a prober that hung up meanwhile is not an error.
-void Reply(http_request& request, web::http::status_code status, const std::string& body,
+void Reply(http_request& request, web::http::status_code status, std::string body,
            const std::string& content_type = "text/plain; charset=utf-8") {
-  request.reply(status, body, content_type).then([](pplx::task<void> written) {
+  // The body moved into the response's stream, not copied (a scrape's is megabytes).
+  web::http::http_response response(status);
+  response.set_body(std::move(body), content_type);
+  request.reply(response).then([](pplx::task<void> written) {
     try {
       written.get();
     } catch (const std::exception&) {
