@@ -39,24 +39,23 @@ bool SameEntry(const core::ObservedInstanceType& a, const core::ObservedInstance
 
 }  // namespace
 
-std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes) {
-  std::map<std::string, core::ObservedInstanceType> by_type;
-  std::map<std::string, std::vector<std::string>> names;
-  for (const core::Json& node : nodes) {
-    const std::string type = InstanceTypeOf(node);
-    const int gpus = Capacity(node, core::kGpuResource);
-    if (type.empty() || gpus == 0) continue;
-    core::ObservedInstanceType& seen = by_type[type];
-    seen.name = type;
-    seen.gpus = std::max(seen.gpus, gpus);
-    seen.efa_devices = std::max(seen.efa_devices, Capacity(node, core::kEfaResource));
-    ++seen.nodes;
-    names[type].push_back(Meta(node, "name"));
-  }
+void InstanceTypeObserver::Add(const core::Json& node) {
+  const std::string type = InstanceTypeOf(node);
+  const int gpus = Capacity(node, core::kGpuResource);
+  if (type.empty() || gpus == 0) return;
+  core::ObservedInstanceType& seen = by_type_[type];
+  seen.name = type;
+  seen.gpus = std::max(seen.gpus, gpus);
+  seen.efa_devices = std::max(seen.efa_devices, Capacity(node, core::kEfaResource));
+  ++seen.nodes;
+  names_[type].push_back(Meta(node, "name"));
+}
+
+std::vector<core::ObservedInstanceType> InstanceTypeObserver::Result() && {
   std::vector<core::ObservedInstanceType> observed;
-  observed.reserve(by_type.size());
-  for (auto& [type, seen] : by_type) {
-    std::vector<std::string>& list = names[type];
+  observed.reserve(by_type_.size());
+  for (auto& [type, seen] : by_type_) {
+    std::vector<std::string>& list = names_[type];
     const auto keep = std::min(list.size(), core::kMaxObservedNodeNames);
     std::partial_sort(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
     list.resize(keep);
@@ -64,6 +63,12 @@ std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<c
     observed.push_back(std::move(seen));
   }
   return observed;
+}
+
+std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes) {
+  InstanceTypeObserver observer;
+  for (const core::Json& node : nodes) observer.Add(node);
+  return std::move(observer).Result();
 }
 
 std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(

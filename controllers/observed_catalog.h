@@ -4,7 +4,9 @@
 // status.observedInstanceTypes, which the webhook, the gate and `lint --catalog` read.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "controllers/timestamps.h"
@@ -18,6 +20,18 @@ namespace ncclguard::controllers {
 // carry it, the first kMaxObservedNodeNames names. Nodes without GPUs are left out; a capacity
 // that is not a count reads as 0. No observed_time.
 std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes);
+
+// The same, a node at a time: for a cache visited one decoded node at a time (5,000 nodes held
+// decoded at once, twice, were the controller's peak when a rack's nodes joined; BENCHMARKS.md).
+class InstanceTypeObserver {
+ public:
+  void Add(const core::Json& node);
+  std::vector<core::ObservedInstanceType> Result() &&;
+
+ private:
+  std::map<std::string, core::ObservedInstanceType> by_type_;
+  std::map<std::string, std::vector<std::string>> names_;
+};
 
 // The list the status should hold: `seen`, each entry keeping the observedTime of the entry of
 // the same name in `published` when its GPU and EFA counts are the same (when they were first

@@ -1,5 +1,7 @@
 #include "controllers/policy_reconciler.h"
 
+#include <utility>
+
 #include "controllers/observed_catalog.h"
 #include "controllers/policy_object.h"
 #include "core/contract.h"
@@ -14,6 +16,13 @@ std::optional<PolicyKey> PolicyKey::Parse(std::string_view text) {
 
 ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<core::Json>& object,
                                     const std::vector<core::Json>& nodes, Timestamp now) {
+  return ReconcileNcclPolicyWithCatalog(key, object, ObserveInstanceTypes(nodes), now);
+}
+
+ReconcileResult ReconcileNcclPolicyWithCatalog(const PolicyKey& key,
+                                               const std::optional<core::Json>& object,
+                                               std::vector<core::ObservedInstanceType> seen,
+                                               Timestamp now) {
   ReconcileResult result;
   if (key.name != kPolicyObjectName || !object) return result;
   // What PolicyHolder::Update says about the same object: the policy in force follows it.
@@ -25,7 +34,7 @@ ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<co
   } catch (const core::PolicyError&) {
     // Unreadable (edited by hand): written again from the nodes.
   }
-  if (auto observed = ObservedCatalogUpdate(ObserveInstanceTypes(nodes), published, now)) {
+  if (auto observed = ObservedCatalogUpdate(std::move(seen), published, now)) {
     if (!patch) patch = core::Json{{"status", core::Json::object()}};
     (*patch)["status"]["observedInstanceTypes"] = core::ObservedCatalogJson(*observed);
   }

@@ -8,6 +8,7 @@
 #include "controllers/actions.h"
 #include "controllers/timestamps.h"
 #include "core/json.h"
+#include "core/policy.h"
 
 namespace ncclguard::controllers {
 
@@ -29,5 +30,10 @@ struct PolicyKey {
 // status.observedInstanceTypes (controllers/observed_catalog.h), rewritten only when it changes.
 ReconcileResult ReconcileNcclPolicy(const PolicyKey& key, const std::optional<core::Json>& object,
                                     const std::vector<core::Json>& nodes, Timestamp now);
+// The same with the catalog already learned from the nodes (InstanceTypeObserver over the cache).
+ReconcileResult ReconcileNcclPolicyWithCatalog(const PolicyKey& key,
+                                               const std::optional<core::Json>& object,
+                                               std::vector<core::ObservedInstanceType> seen,
+                                               Timestamp now);
 
 }  // namespace ncclguard::controllers

@@ -279,10 +279,13 @@ ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches
        }});
   spec.reconcile = [&caches](const PolicyKey& key) {
     const kube::CachedObject object = caches.policies().Get(key.name);
-    std::vector<Json> nodes;
-    for (const kube::CachedObject& node : caches.nodes().List()) nodes.push_back(*node);
-    return controllers::ReconcileNcclPolicy(
-        key, object ? std::optional<Json>(*object) : std::nullopt, nodes, Now());
+    // The nodes one decoded at a time: a rack of new nodes reconciles this often, and 5,000
+    // nodes decoded at once (and copied) were the controller's peak memory.
+    controllers::InstanceTypeObserver observer;
+    caches.nodes().ForEach([&observer](const Json& node) { observer.Add(node); });
+    return controllers::ReconcileNcclPolicyWithCatalog(
+        key, object ? std::optional<Json>(*object) : std::nullopt, std::move(observer).Result(),
+        Now());
   };
   return spec;
 }
