@@ -279,13 +279,16 @@ ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches
        }});
   spec.reconcile = [&caches](const PolicyKey& key) {
     const kube::CachedObject object = caches.policies().Get(key.name);
+    // Without the NcclPolicy "default" there is no status to publish the catalog in: no pass.
+    if (key.name != controllers::kPolicyObjectName || !object) {
+      return controllers::ReconcileNcclPolicyWithCatalog(key, std::nullopt, {}, Now());
+    }
     // The nodes one decoded at a time: a rack of new nodes reconciles this often, and 5,000
     // nodes decoded at once (and copied) were the controller's peak memory.
     controllers::InstanceTypeObserver observer;
     caches.nodes().ForEach([&observer](const Json& node) { observer.Add(node); });
-    return controllers::ReconcileNcclPolicyWithCatalog(
-        key, object ? std::optional<Json>(*object) : std::nullopt, std::move(observer).Result(),
-        Now());
+    return controllers::ReconcileNcclPolicyWithCatalog(key, std::optional<Json>(*object),
+                                                       std::move(observer).Result(), Now());
   };
   return spec;
 }
