@@ -10,7 +10,8 @@
 #      webhook would make them: its webhooks are not registered here); Kueue makes their
 #      Workloads and reserves quota; wait until every Workload's check is Pending;
 #   5. the last node passes: time from that status write until all WORKLOADS checks are Ready
-#      (polling the Workload list), and the controller's RSS then.
+#      (a watch of the Workloads), the CPU seconds kube-apiserver, etcd, Kueue and the controller
+#      spent meanwhile, and the controller's RSS then.
 # Prints each run and the medians of RUNS runs (default 3). Needs root (unshare --mount).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,9 +56,18 @@ cp "$work/certs/tls.crt" "$work/certs/tls.key" "$work/etc/kueue/metrics/certs/"
 # `check` is Ready, from a watch of the Workloads (one list for its resourceVersion first: with
 # thousands of Workloads, polling the list would load the API server it measures).
 cat >"$work/watch.py" <<'EOF'
-import http.client, json, ssl, subprocess, sys, time
-url, ca, cert, key, check, total, patch_cmd = sys.argv[1:8]
+import http.client, json, os, ssl, subprocess, sys, time
+url, ca, cert, key, check, total, patch_cmd, pids = sys.argv[1:9]
 total = int(total)
+# name:pid,...: the CPU seconds each spends from the write until the last check is Ready.
+pids = dict(item.split(":") for item in pids.split(","))
+tick = os.sysconf("SC_CLK_TCK")
+def cpu_s():
+    out = {}
+    for name, pid in pids.items():
+        fields = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+        out[name] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
 ctx = ssl.create_default_context(cafile=ca)
 ctx.load_cert_chain(cert, key)
 host, port = url.split("//")[1].split(":")
@@ -72,6 +82,7 @@ ready = {w["metadata"]["name"] for w in listed["items"] if is_ready(w)}
 conn.request("GET", path + "?watch=1&timeoutSeconds=600&resourceVersion="
              + listed["metadata"]["resourceVersion"])
 stream = conn.getresponse()
+cpu0 = cpu_s()
 start = time.monotonic()
 subprocess.run(patch_cmd, shell=True, check=True, stdout=subprocess.DEVNULL)
 while len(ready) < total:
@@ -81,7 +92,10 @@ while len(ready) < total:
     event = json.loads(line)
     if event.get("type") in ("ADDED", "MODIFIED") and is_ready(event["object"]):
         ready.add(event["object"]["metadata"]["name"])
-print("%.2f" % (time.monotonic() - start))
+seconds = time.monotonic() - start
+cpu1 = cpu_s()
+print(json.dumps({"all_ready_s": round(seconds, 2),
+                  "cpu_s": {name: round(cpu1[name] - cpu0[name], 2) for name in pids}}))
 EOF
 
 : >"$work/results"
@@ -201,11 +215,13 @@ print(sum(1 for w in items for e in (w.get("status") or {}).get("admissionChecks
   [[ $pending == "$workloads" ]] || { echo "kueue.sh: only $pending of $workloads checks Pending" >&2; exit 1; }
 
   field() { sed -n "s/^$1=//p" "$env_file"; }
-  seconds=$(python3 "$work/watch.py" "$(field APISERVER_URL)" "$(field CA_FILE)" \
+  pid_of() { awk '{print $1}' "$NCCLGUARD_CONTROLPLANE_DIR/$1.pid"; }
+  timed=$(python3 "$work/watch.py" "$(field APISERVER_URL)" "$(field CA_FILE)" \
     "$(field ADMIN_CERT_FILE)" "$(field ADMIN_KEY_FILE)" preflight "$workloads" \
-    "$bin/kubectl --kubeconfig $kubeconfig patch nodevalidation node-$nodes --subresource=status --type=merge -p '{\"status\":{\"summary\":\"Pass\"}}'")
+    "$bin/kubectl --kubeconfig $kubeconfig patch nodevalidation node-$nodes --subresource=status --type=merge -p '{\"status\":{\"summary\":\"Pass\"}}'" \
+    "kube-apiserver:$(pid_of kube-apiserver),etcd:$(pid_of etcd),kueue:$kueue_pid,ncclguard:$controller_pid")
   rss=$(rss_kb "$controller_pid")
-  echo "{\"run\":$run,\"workloads\":$workloads,\"all_ready_s\":$seconds,\"controller_rss_kb\":$rss}" |
+  echo "{\"run\":$run,\"workloads\":$workloads,${timed:1:-1},\"controller_rss_kb\":$rss}" |
     tee -a "$work/results"
   stop_pid "$controller_pid"
   controller_pid=""
@@ -215,9 +231,14 @@ print(sum(1 for w in items for e in (w.get("status") or {}).get("admissionChecks
 done
 
 python3 - "$work/results" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("median of %d runs: all %d checks Ready %.2f s after the last node passed; controller RSS %.1f MB"
       % (len(rows), rows[0]["workloads"], statistics.median(r["all_ready_s"] for r in rows),
          statistics.median(r["controller_rss_kb"] for r in rows) / 1024))
+# Where the 2 cores went meanwhile: CPU seconds per process, and all of them per second.
+for name in rows[0]["cpu_s"]:
+    print("  %s: %.2f CPU s (median)" % (name, statistics.median(r["cpu_s"][name] for r in rows)))
+print("  together: %.2f cores busy of %d" % (statistics.median(
+    sum(r["cpu_s"].values()) / r["all_ready_s"] for r in rows), os.cpu_count()))
 EOF
