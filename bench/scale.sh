@@ -105,7 +105,7 @@ for run in $(seq "$runs"); do
   # The pods: until the API server's pod count stops growing (kube-controller-manager creates the
   # Jobs' pods after their release), at most 20 minutes.
   pods_now=$(wait_pods_settle 1200)
-  kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
+  kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   stable_kb=$(stable_rss "$controller_pid")
   scrape "$metrics_port" >"$work/metrics.stable"  # the caches' size then
   audit_mark "$work" jobs
@@ -114,13 +114,13 @@ for run in $(seq "$runs"); do
   sample_controller "$controller_pid" "$metrics_port" 10 >"$work/samples" &
   sampler_pid=$!
   churn_json=$("$driver" churn "$kubeconfig" "$namespaces" "$jobs" "$churn_seconds" "$churn_rate" "$pod_seconds")
-  kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
+  kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   audit_mark "$work" churn
 
   sample_controller "$controller_pid" "$metrics_port" 2 >"$work/rack-samples" &
   sampler_pid=$!
   rack_json=$("$driver" rack "$kubeconfig" "$rack_nodes" "$rack_jobs" "$rack_seconds")
-  kill "$sampler_pid"; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
+  kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; sampler_pid=""
   audit_mark "$work" end
   cpu2=("$(cpu_s "$apiserver_pid")" "$(cpu_s "$controller_pid")")
   peak_kb=$(awk '/^VmHWM:/ {print $2}' "/proc/$controller_pid/status")

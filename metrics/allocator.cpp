@@ -28,8 +28,8 @@ struct Statistic {
   const char* state;
 };
 
-// jemalloc's own words (its manual, "stats.*"): from what the program holds to what the kernel
-// gave, each at least the one before it but `retained`, which is address space only.
+// jemalloc's own words (its manual, "stats.*"). allocated <= active <= resident; metadata is
+// part of resident; `retained` is address space only.
 constexpr std::array<Statistic, 6> kStatistics{{
     {"stats.allocated", "allocated"},  // bytes in objects the program holds
     {"stats.active", "active"},        // pages holding them: allocated plus the slabs' free slots

@@ -1,6 +1,6 @@
 // What the memory allocator holds (jemalloc's statistics), for every process that serves metrics:
 // the process's RSS says how much memory it has, these say why. Read at each scrape from
-// jemalloc's `mallctl`, looked up when the process starts: a binary without jemalloc (the unit
+// jemalloc's `mallctl`, looked up at the first scrape: a binary without jemalloc (the unit
 // tests) exports nothing here.
 #pragma once
 

@@ -43,10 +43,12 @@ prometheus::Registry& Global() {
   static prometheus::Registry* registry = [] {
     auto* created = new prometheus::Registry();  // never destroyed: used until exit
     RegisterBuildInfo(*created);
-    // What the allocator holds, beside the RSS: every process that serves metrics.
-    static const AllocatorCollector allocator;
+    // What the allocator holds, beside the RSS: every process that serves metrics. Never
+    // destroyed either: a scrape at exit may still read it. (Global() is first called before any
+    // collector is registered, so this never runs under Render's lock.)
+    static const auto* allocator = new AllocatorCollector();
     std::lock_guard lock(AllCollectors().mutex);
-    AllCollectors().entries.emplace_back(created, &allocator);
+    AllCollectors().entries.emplace_back(created, allocator);
     return created;
   }();
   return *registry;

@@ -41,7 +41,7 @@ class TextFamily {
            double value);
 
  private:
-  std::string_view name_;
+  std::string name_;
   std::string& out_;
 };
 
