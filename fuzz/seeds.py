@@ -131,6 +131,16 @@ write("watch_stream", "events", "\x07" + "\n".join(json.dumps({"type": t, "objec
                   {"resourceVersion": "12"}}}) + "\r\n" +
       json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}) + "\n")
 
+# core::ReadJson against nlohmann's parser: a review, a watch event, and the forms the grammar
+# has at its edges (numbers at the limits of their types, escapes, surrogates, raw UTF-8).
+write("json_reader", "review", (root / "bench" / "webhook" / "worker-pod-review.json").read_text())
+write("json_reader", "event", json.dumps({"type": "ADDED", "object": pod}))
+write("json_reader", "numbers", "[0, -0, -0.0, 18446744073709551615, 18446744073709551616, "
+      "-9223372036854775808, -9223372036854775809, 1e308, 1e309, 4.9e-324, 1e-400, 1.5E+3, "
+      "123.456e-7]")
+write("json_reader", "strings", '{"a": "\\u00e9\\ud83d\\ude80\\n\\"\\/", "\u00e9": "\u20ac", '
+      '"a": {"repeated": [true, false, null]}, "": ""}')
+
 write("policy", "example-report-only", (root / "examples" / "policy-report-only.yaml").read_text())
 write("policy", "every-field", """apiVersion: ncclguard.io/v1alpha1
 kind: NcclPolicy
