@@ -57,7 +57,7 @@ total = int(re.search(r"^([\d,]+) \(100.0%\)\s+PROGRAM TOTALS", text, re.M).grou
 def inclusive(pattern):
     best = 0
     for line in text.splitlines():
-        m = re.match(r"\s*([\d,]+) \([\d. %]+\)\s+\S*:(.*)$", line) or re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*)$", line)
+        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(.*)$", line)
         if m and re.search(pattern, m.group(2)):
             best = max(best, int(m.group(1).replace(",", "")))
     return best
