@@ -100,6 +100,12 @@ class Reader {
 
   std::size_t Offset() const { return static_cast<std::size_t>(at_ - begin_); }
 
+  // The items of the top-level object's member `member` go to `on_item` as they are read.
+  void StreamList(std::string_view member, const std::function<void(Json&&)>& on_item) {
+    stream_member_ = member;
+    on_item_ = &on_item;
+  }
+
  private:
   [[noreturn]] void Fail(const std::string& what) const {
     std::size_t line = 1;
@@ -180,8 +186,10 @@ class Reader {
         if (Peek() != ':') Fail("expected ':' after a member's name");
         ++at_;
         SkipSpace();
+        const bool stream =
+            on_item_ != nullptr && depth_ == 1 && name == stream_member_ && Peek() == '[';
         const std::size_t slot = Slot(first, std::move(name), index);
-        Json value = Value();
+        Json value = stream ? StreamItems() : Value();
         members_[slot].second = std::move(value);
         SkipSpace();
         const char next = Peek();
@@ -269,6 +277,38 @@ class Reader {
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(first), items_.end());
     --depth_;
     return array;
+  }
+
+  // An array whose items go to on_item_ as each is read; an empty array is left in its place.
+  // The item waits in scratch while on_item_ has it, so that a throw dismantles what it left.
+  Json StreamItems() {
+    Enter();
+    ++at_;
+    SkipSpace();
+    if (Peek() != ']') {
+      while (true) {
+        const std::size_t slot = items_.size();
+        items_.emplace_back();
+        Json value = Value();
+        items_[slot] = std::move(value);
+        (*on_item_)(std::move(items_[slot]));
+        Dismantle(items_[slot]);
+        items_.pop_back();
+        SkipSpace();
+        const char next = Peek();
+        ++at_;
+        if (next == ']') break;
+        if (next != ',') {
+          --at_;
+          Fail("expected ',' or ']' after an array's item");
+        }
+        SkipSpace();
+      }
+    } else {
+      ++at_;
+    }
+    --depth_;
+    return Json::array();
   }
 
   // A string from its opening quote; at_ ends past its closing quote.
@@ -484,6 +524,8 @@ class Reader {
   const char* end_;
   std::size_t max_depth_;
   std::size_t depth_ = 0;
+  std::string_view stream_member_;
+  const std::function<void(Json&&)>* on_item_ = nullptr;
   Json root_;
   std::vector<std::pair<std::string, Json>> members_;
   std::vector<Json> items_;
@@ -501,6 +543,14 @@ Json ReadJsonValueAt(std::string_view text, std::size_t& offset, const JsonReadO
   Json value = reader.Read(/*whole=*/false);
   offset = reader.Offset();
   return value;
+}
+
+Json ReadJsonStreamingList(std::string_view text, std::string_view list_member,
+                           const std::function<void(Json&& item)>& on_item,
+                           const JsonReadOptions& options) {
+  Reader reader(text, 0, options.max_depth);
+  reader.StreamList(list_member, on_item);
+  return reader.Read(/*whole=*/true);
 }
 
 }  // namespace ncclguard::core

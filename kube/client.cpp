@@ -147,31 +147,25 @@ ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options,
   query.Add("resourceVersion", options.resource_version);
   std::string what = "list " + ref.Describe();
   std::string body = CallRaw("GET", ref.CollectionPath() + query.str(), "", "", what);
-  // Each item goes to `on_item` as soon as it is parsed and is then dropped, so a page
-  // never exists as one big JSON tree.
-  std::string member;
+  // Each item goes to `on_item` as soon as it is read and is then dropped, so a page never
+  // exists as one big JSON tree.
   bool bad_items = false;
-  auto callback = [&](int depth, core::Json::parse_event_t event, core::Json& parsed) {
-    if (depth == 1 && event == core::Json::parse_event_t::key) {
-      member = parsed.get<std::string>();
-    } else if (depth == 1 && member == "items" && event == core::Json::parse_event_t::value &&
-               !parsed.is_null() && !parsed.is_array()) {
-      bad_items = true;
-    } else if (depth == 2 && member == "items" && event == core::Json::parse_event_t::value) {
-      bad_items = true;  // a number or string where an object belongs
-      return false;
-    } else if (depth == 2 && member == "items" && event == core::Json::parse_event_t::object_end) {
-      on_item(std::move(parsed));
-      return false;
-    }
-    return true;
-  };
-  core::Json list = core::Json::parse(body, callback, false);
-  if (list.is_discarded()) {
+  core::Json list;
+  try {
+    list = core::ReadJsonStreamingList(body, "items", [&](core::Json&& item) {
+      if (item.is_object()) {
+        on_item(std::move(item));
+      } else {
+        bad_items = true;  // a number or string where an object belongs
+      }
+    });
+  } catch (const core::JsonReadError&) {
     throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
                                            body.substr(0, std::min<size_t>(200, body.size())));
   }
   if (!list.is_object()) throw ApiError(ErrorCode::kDecode, what + ": response is not an object");
+  const auto items = list.find("items");
+  if (items != list.end() && !items->is_null() && !items->is_array()) bad_items = true;
   if (bad_items) throw ApiError(ErrorCode::kDecode, what + ": 'items' is not a list");
   ListPage page;
   auto metadata = list.find("metadata");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -358,6 +359,36 @@ TEST(JsonReader, ConcatenatedValuesAreReadOneAtATime) {
   EXPECT_EQ(core::ReadJsonValueAt(text, offset), "s");
   EXPECT_EQ(core::ReadJsonValueAt(text, offset), Json::parse("[true]"));
   EXPECT_EQ(offset, text.size());
+}
+
+TEST(JsonReader, AListsItemsAreHandedOnOneAtATimeAndTheRestIsKept) {
+  const std::string text = R"({"kind": "PodList", "items": [{"n": 1}, 2, {"n": 3, "items": [4]}], )"
+                           R"("metadata": {"resourceVersion": "7", "items": [5]}})";
+  std::vector<Json> handed;
+  const Json list = core::ReadJsonStreamingList(
+      text, "items", [&](Json&& item) { handed.push_back(std::move(item)); });
+  // Every item in order, nested ones whole; only the top-level member is streamed.
+  ASSERT_EQ(handed.size(), 3u);
+  EXPECT_EQ(handed[0], Json::parse(R"({"n": 1})"));
+  EXPECT_EQ(handed[1], 2);
+  EXPECT_EQ(handed[2], Json::parse(R"({"n": 3, "items": [4]})"));
+  EXPECT_EQ(list, Json::parse(R"({"kind": "PodList", "items": [], )"
+                              R"("metadata": {"resourceVersion": "7", "items": [5]}})"));
+  // A member that is not a list is read as it is.
+  EXPECT_EQ(core::ReadJsonStreamingList(R"({"items": {"a": [1]}})", "items", [](Json&&) {}),
+            Json::parse(R"({"items": {"a": [1]}})"));
+}
+
+TEST(JsonReader, AStreamedListCutShortHandsOnWhatWasReadAndThenFails) {
+  std::vector<Json> handed;
+  EXPECT_THROW(core::ReadJsonStreamingList(R"({"items": [{"n": 1}, {"n": 2}, {"n":)", "items",
+                                           [&](Json&& item) { handed.push_back(std::move(item)); }),
+               JsonReadError);
+  EXPECT_EQ(handed.size(), 2u);
+  // What the caller throws ends the reading and reaches the caller.
+  EXPECT_THROW(core::ReadJsonStreamingList(R"({"items": [{"n": 1}, {"n": 2}]})", "items",
+                                           [](Json&&) { throw std::runtime_error("stop"); }),
+               std::runtime_error);
 }
 
 }  // namespace
