@@ -10,8 +10,9 @@
 #      ncclguard.io/managed=true; 16-64 pods of 8 GPUs each, 50 on average) created at once:
 #      time until all are served and released; kube-controller-manager then makes the Jobs'
 #      pods and the driver the PyTorchJobs' (with TRAINING_OPERATOR=1, as root: the real
-#      Kubeflow training operator makes them, scripts/training-operator.sh start-local; see
-#      BENCHMARKS.md for why not by default), kube-scheduler binds them, kwok runs them (a
+#      Kubeflow training operator makes them, scripts/training-operator.sh start-local; add
+#      TRAINING_OPERATOR_PER_NAMESPACE=1 for one operator per namespace, each with its own
+#      client limit; see BENCHMARKS.md for why not by default), kube-scheduler binds them, kwok runs them (a
 #      Job's pods complete after POD_SECONDS); the controller's RSS once stable, its CPU, the
 #      API server's;
 #   4. churn for CHURN_SECONDS: CHURN_RATE jobs a second deleted (oldest first) and created, the
@@ -77,7 +78,14 @@ for run in $(seq "$runs"); do
   start_scale_cluster "$work"
   operator_arg=()
   if [[ $run_training_operator == 1 ]]; then
-    KUBECONFIG=$kubeconfig "$root/scripts/training-operator.sh" start-local "$work" 2>>"$work/cp.log"
+    # TRAINING_OPERATOR_PER_NAMESPACE=1: one operator per namespace, each with its own client
+    # limit (v1.8.1's 20 requests a second, not configurable).
+    operator_namespaces=""
+    if [[ -n ${TRAINING_OPERATOR_PER_NAMESPACE:-} ]]; then
+      operator_namespaces=$(seq -f 'scale-%g' 0 $((namespaces - 1)) | tr '\n' ' ')
+    fi
+    KUBECONFIG=$kubeconfig TRAINING_OPERATOR_NAMESPACES=$operator_namespaces \
+      "$root/scripts/training-operator.sh" start-local "$work" 2>>"$work/cp.log"
     operator_arg=(operator)
   fi
   "$driver" setup "$kubeconfig" "$nodes" "$namespaces" >"$work/setup.json"

@@ -24,8 +24,12 @@
 #       are where its rotator looks, /tmp/k8s-webhook-server/serving-certs (removed by
 #       stop-local); its webhook configuration matches no namespace (the API server cannot reach
 #       a webhook in that namespace), and exists because the operator starts its controllers only
-#       once its CA is in one. PyTorchJob only; its log and pid in <dir>.
-#   scripts/training-operator.sh stop-local <dir>   stops it by its pid
+#       once its CA is in one. PyTorchJob only; its log and pid in <dir>. With
+#       TRAINING_OPERATOR_NAMESPACES="ns1 ns2 ...", one operator per namespace (--namespace),
+#       each in a network namespace of its own: v1.8.1's client is fixed at 20 requests a second
+#       (v1.9 added --kube-api-qps), so at cluster size one operator takes most of an hour to
+#       make 25,000 pods and their Services; 8 take a few minutes.
+#   scripts/training-operator.sh stop-local <dir>   stops them by their pids
 #
 # Environment: KUBECONFIG (required, kubectl on PATH or in the binary cache),
 #   NCCLGUARD_TRAINING_INIT_IMAGE   image of the Workers' init container
@@ -168,7 +172,12 @@ cmd_uninstall() {
 local_cert_dir=/tmp/k8s-webhook-server/serving-certs  # v1.8.1's pkg/cert, not configurable
 
 cmd_start_local() {
-  local dir="$1" bin server port i start=$SECONDS
+  local dir="$1" bin server port i start=$SECONDS watched name pid
+  # One operator for every namespace, or one per namespace named (each its own client and its
+  # own 20 requests a second: v1.8.1 has no flag to raise them).
+  local -a namespaces
+  read -r -a namespaces <<<"${TRAINING_OPERATOR_NAMESPACES:-}"
+  ((${#namespaces[@]} > 0)) || namespaces=("")
   [[ -n "$dir" && -d "$dir" ]] || die "start-local <dir>: an existing directory"
   ((EUID == 0)) || die "start-local needs root (a network namespace of its own)"
   bin="$cache_dir/bin/training-operator.v1"
@@ -203,28 +212,34 @@ webhooks:
 YAML
   mkdir -p "$local_cert_dir"
   cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$local_cert_dir/"
-  "$script_dir/netns_run.py" "$port" -- "$bin" --enable-scheme=pytorchjob \
-    --metrics-bind-address=0 --health-probe-bind-address=0 \
-    --pytorch-init-container-image="$init_image" >"$dir/training-operator.log" 2>&1 &
-  echo $! >"$dir/training-operator.pid"
-  for ((i = 0; i < 600; i++)); do
-    grep -q 'Starting workers.*"controller": "pytorchjob-controller"' "$dir/training-operator.log" && break
-    kill -0 "$(cat "$dir/training-operator.pid")" 2>/dev/null ||
-      { tail -20 "$dir/training-operator.log" >&2; die "the training operator exited"; }
-    sleep 0.1
+  : >"$dir/training-operator.pids"
+  for watched in "${namespaces[@]}"; do
+    name=training-operator${watched:+-$watched}
+    "$script_dir/netns_run.py" "$port" -- "$bin" --enable-scheme=pytorchjob \
+      --metrics-bind-address=0 --health-probe-bind-address=0 ${watched:+--namespace="$watched"} \
+      --pytorch-init-container-image="$init_image" >"$dir/$name.log" 2>&1 &
+    pid=$!
+    echo "$pid" >>"$dir/training-operator.pids"
+    for ((i = 0; i < 600; i++)); do
+      grep -q 'Starting workers.*"controller": "pytorchjob-controller"' "$dir/$name.log" && break
+      kill -0 "$pid" 2>/dev/null || { tail -20 "$dir/$name.log" >&2; die "the training operator exited"; }
+      sleep 0.1
+    done
+    ((i < 600)) || { tail -20 "$dir/$name.log" >&2; die "the training operator did not start its PyTorchJob workers in 60 s"; }
+    log "training operator $TRAINING_OPERATOR_VERSION running as pid $pid, ${watched:-every namespace} ($((SECONDS - start))s)"
   done
-  ((i < 600)) || { tail -20 "$dir/training-operator.log" >&2; die "the training operator did not start its PyTorchJob workers in 60 s"; }
-  log "training operator $TRAINING_OPERATOR_VERSION running as pid $(cat "$dir/training-operator.pid") ($((SECONDS - start))s)"
 }
 
 cmd_stop_local() {
   local dir="$1" pid
-  pid="$(cat "$dir/training-operator.pid" 2>/dev/null)" || return 0
-  if kill "$pid" 2>/dev/null; then
+  local -a pids=()
+  [[ -f "$dir/training-operator.pids" ]] && mapfile -t pids <"$dir/training-operator.pids"
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/training-operator.pid" "$local_cert_dir/tls.crt" "$local_cert_dir/tls.key"
+  done
+  rm -f "$dir/training-operator.pids" "$local_cert_dir/tls.crt" "$local_cert_dir/tls.key"
   rmdir "$local_cert_dir" "${local_cert_dir%/*}" 2>/dev/null || true
 }
 
