@@ -78,18 +78,29 @@ std::string Render(const prometheus::Registry& registry) {
   return out;
 }
 
+namespace {
+
+// The exposition format's escapes: a backslash and a newline in a HELP text, and a double quote
+// as well in a label value (`quote`).
+void AppendEscaped(std::string& out, std::string_view text, bool quote) {
+  for (const char c : text) {
+    if (c == '\\' || (quote && c == '"')) {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else {
+      out.push_back(c);
+    }
+  }
+}
+
+}  // namespace
+
 TextFamily::TextFamily(std::string_view name, std::string_view help, std::string& out)
     : name_(name), out_(out) {
   out_.append("# HELP ").append(name_).append(" ");
-  for (const char c : help) {
-    if (c == '\\') {
-      out_.append("\\\\");
-    } else if (c == '\n') {
-      out_.append("\\n");
-    } else {
-      out_.push_back(c);
-    }
-  }
+  AppendEscaped(out_, help, /*quote=*/false);
   out_.append("\n# TYPE ").append(name_).append(" gauge\n");
 }
 
@@ -101,16 +112,7 @@ void TextFamily::Add(std::initializer_list<std::pair<std::string_view, std::stri
     out_.push_back(separator);
     separator = ',';
     out_.append(label).append("=\"");
-    for (const char c : text) {
-      if (c == '\\' || c == '"') {
-        out_.push_back('\\');
-        out_.push_back(c);
-      } else if (c == '\n') {
-        out_.append("\\n");
-      } else {
-        out_.push_back(c);
-      }
-    }
+    AppendEscaped(out_, text, /*quote=*/true);
     out_.push_back('"');
   }
   if (separator == ',') out_.push_back('}');
