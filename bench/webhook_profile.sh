@@ -32,10 +32,16 @@ valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
   "$ncclguard" webhook --listen "127.0.0.1:$port" --tls-cert-file "$work/tls.crt" \
   --tls-key-file "$work/tls.key" --threads 2 2>"$work/webhook.log" &
 server_pid=$!
+ready=false
 for _ in $(seq 300); do
-  curl -s -o /dev/null --cacert "$work/tls.crt" "https://127.0.0.1:$port/" 2>/dev/null && break
+  if curl -s -o /dev/null --cacert "$work/tls.crt" "https://127.0.0.1:$port/" 2>/dev/null; then
+    ready=true
+    break
+  fi
   sleep 0.2
 done
+$ready || { echo "the webhook under callgrind did not answer in 60 s" >&2; exit 1; }
+((requests >= rate)) || { echo "REQUESTS must be at least RATE" >&2; exit 2; }
 load() {
   "$build/bench/webhook/ncclguard_loadgen" --port "$port" --path /mutate --body "$review" \
     --ca "$work/tls.crt" --connections 2 --seconds "$1" --rate "$rate" \
@@ -61,6 +67,8 @@ def inclusive(pattern):
         if m and re.search(pattern, m.group(2)):
             best = max(best, int(m.group(1).replace(",", "")))
     return best
+if sent == 0:
+    sys.exit("no request was answered while counting")
 print(f"requests answered while counted: {sent}")
 print(f"server total: {total / sent / 1e3:.0f} K instructions a request")
 for name, pattern in [

@@ -1,8 +1,9 @@
 #include "core/json_reader.h"
 
+#include <locale.h>
 #include <array>
-#include <cerrno>
 #include <charconv>
+#include <clocale>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +55,12 @@ constexpr std::array<bool, 256> kEndsRun = [] {
 }();
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// The C locale's numbers ('.' the decimal point), made once; strtod alone follows LC_NUMERIC.
+locale_t CNumericLocale() {
+  static const locale_t c = newlocale(LC_NUMERIC_MASK, "C", locale_t{});
+  return c;
+}
 
 // A recursive-descent reader of RFC 8259 JSON into an ordered_json tree, accepting exactly what
 // nlohmann's parser accepts (a leading UTF-8 BOM included) and building the same tree: integers
@@ -507,14 +514,20 @@ class Reader {
     const auto [end, error] = std::from_chars(start, at_, value);
     if (error != std::errc() || end != at_) {
       // Past what from_chars rounds (it refuses an underflow to zero as well as an overflow):
-      // strtod's answer, as nlohmann's parser takes it.
+      // strtod's answer, as nlohmann's parser takes it, in the C locale whatever the process's.
       const std::string token(start, at_);
-      errno = 0;
-      value = std::strtod(token.c_str(), nullptr);
+      char* read_to = nullptr;
+      const locale_t c = CNumericLocale();  // null only if the C locale could not be made
+      value = c != locale_t{} ? strtod_l(token.c_str(), &read_to, c)
+                              : std::strtod(token.c_str(), &read_to);
+      if (read_to != token.c_str() + token.size()) value = HUGE_VAL;
     }
     if (!std::isfinite(value)) {
+      constexpr std::size_t kShown = 64;  // a number can be megabytes long
+      const std::string_view token(start, static_cast<std::size_t>(at_ - start));
       throw JsonReadError(JsonReadError::Kind::NumberOutOfRange,
-                          "a number is out of range: " + std::string(start, at_));
+                          "a number is out of range: " + std::string(token.substr(0, kShown)) +
+                              (token.size() > kShown ? "..." : ""));
     }
     return value;
   }

@@ -148,18 +148,29 @@ ListPage Client::ListOnePage(const ResourceRef& ref, const ListOptions& options,
   std::string what = "list " + ref.Describe();
   std::string body = CallRaw("GET", ref.CollectionPath() + query.str(), "", "", what);
   // Each item goes to `on_item` as soon as it is read and is then dropped, so a page never
-  // exists as one big JSON tree.
+  // exists as one big JSON tree. An item nests one level deeper here than in a watch event
+  // (kube/watch_stream.cpp), and may nest as deep.
   bool bad_items = false;
+  bool in_on_item = false;  // what `on_item` throws is its caller's, never "not JSON"
   core::Json list;
   try {
-    list = core::ReadJsonStreamingList(body, "items", [&](core::Json&& item) {
-      if (item.is_object()) {
-        on_item(std::move(item));
-      } else {
-        bad_items = true;  // a number or string where an object belongs
-      }
-    });
-  } catch (const core::JsonReadError&) {
+    list = core::ReadJsonStreamingList(body, "items",
+                                       [&](core::Json&& item) {
+                                         if (!item.is_object()) {
+                                           bad_items =
+                                               true;  // a number or string where an object belongs
+                                           return;
+                                         }
+                                         in_on_item = true;
+                                         on_item(std::move(item));
+                                         in_on_item = false;
+                                       },
+                                       {.max_depth = core::JsonReadOptions{}.max_depth + 1});
+  } catch (const core::JsonReadError& e) {
+    if (in_on_item) throw;
+    if (e.kind() == core::JsonReadError::Kind::TooDeep) {
+      throw ApiError(ErrorCode::kDecode, what + ": response " + e.what());
+    }
     throw ApiError(ErrorCode::kDecode, what + ": response is not JSON: " +
                                            body.substr(0, std::min<size_t>(200, body.size())));
   }

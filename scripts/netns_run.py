@@ -20,6 +20,7 @@ import sys
 import threading
 
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 
 
 def die(message):
@@ -82,7 +83,9 @@ def main():
     listeners = []
     for port in ports:
         listeners.append(socket.create_server(("127.0.0.1", port), backlog=64))
-    child = subprocess.Popen(command)  # in the new namespace, as are its children
+    # In the new namespace, as are its children; killed with this process, however it ends (a
+    # SIGKILL to this one would otherwise leave the command running).
+    child = subprocess.Popen(command, preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL))
     if libc.setns(original, CLONE_NEWNET) != 0:
         child.kill()
         die(f"setns back: {os.strerror(ctypes.get_errno())}")

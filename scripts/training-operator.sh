@@ -212,6 +212,11 @@ webhooks:
 YAML
   mkdir -p "$local_cert_dir"
   cp "$dir/certs/tls.crt" "$dir/certs/tls.key" "$local_cert_dir/"
+  if [[ -s "$dir/training-operator.pids" ]]; then
+    while read -r pid; do
+      kill -0 "$pid" 2>/dev/null && die "operators of $dir still run (stop-local $dir first)"
+    done <"$dir/training-operator.pids"
+  fi
   : >"$dir/training-operator.pids"
   for watched in "${namespaces[@]}"; do
     name=training-operator${watched:+-$watched}

@@ -5,6 +5,8 @@
 // them, and on the fuzz corpora.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/json_reader.h"
+#include "memory/allocation_budget.h"
 
 namespace ncclguard::test {
 namespace {
@@ -389,6 +392,32 @@ TEST(JsonReader, AStreamedListCutShortHandsOnWhatWasReadAndThenFails) {
   EXPECT_THROW(core::ReadJsonStreamingList(R"({"items": [{"n": 1}, {"n": 2}]})", "items",
                                            [](Json&&) { throw std::runtime_error("stop"); }),
                std::runtime_error);
+}
+
+TEST(JsonReader, AnAllocationRefusedAnywhereFailsTheReadAloneAndLeavesNothingAllocated) {
+  // The webhook reads under a memory budget (memory/allocation_budget.h) that may refuse any
+  // allocation: at every point of the read in turn, the read throws, everything it built is
+  // freed (without a second allocation refused, which would end the process), and nothing is
+  // left allocated.
+  const std::string text =
+      R"({"a": [1, "a string longer than sixteen bytes", {"b": [[], {}, "x", -2.5]}],)"
+      R"( "keys": {"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7,)"
+      R"( "k8": 8, "k9": 9, "k10": 10, "k11": 11, "k12": 12, "k13": 13, "k14": 14, "k15": 15,)"
+      R"( "k16": 16, "k17": 17, "k0": "again"}, "c": {"d": null}})";
+  std::size_t refused = 0;
+  std::size_t read = 0;
+  for (std::size_t limit = 0; limit < 32768 && read < 3; limit += 8) {
+    memory::BudgetScope budget(limit, nullptr);
+    try {
+      const Json tree = core::ReadJson(text);
+      ++read;
+    } catch (const memory::BudgetExceeded&) {
+      ++refused;
+    }
+    EXPECT_EQ(budget.Allocated(), 0) << "at a limit of " << limit << " bytes";
+  }
+  EXPECT_GT(refused, 100u);
+  EXPECT_EQ(read, 3u);
 }
 
 }  // namespace
