@@ -9,16 +9,6 @@ build=${1:-${NCCLGUARD_BUILD_DIR:-$root/build}}
 runs=${RUNS:-5}
 pods=${PODS:-100000}
 cmake --build "$build" --target ncclguard_cache_codec_bench >/dev/null
-lines=()
-for ((i = 1; i <= runs; i++)); do
-  line=$("$build/bench/scale/ncclguard_cache_codec_bench" "$pods")
-  echo "run $i: $line"
-  lines+=("$line")
-done
-printf '%s\n' "${lines[@]}" | python3 -c '
-import statistics, sys
-runs = [dict(f.split("=") for f in line.split()) for line in sys.stdin if line.strip()]
-print("median of", len(runs), "runs:", " ".join(
-    f"{key}={statistics.median(float(r[key]) for r in runs):g}" for key in runs[0]
-    if key not in ("checksum",)))
-'
+# shellcheck source=medians.sh
+source "$root/bench/medians.sh"
+run_medians "$runs" "$build/bench/scale/ncclguard_cache_codec_bench" "$pods"

@@ -8,15 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-${NCCLGUARD_BUILD_DIR:-$root/build}}
 runs=${RUNS:-5}
 cmake --build "$build" --target ncclguard_json_read_bench >/dev/null
-lines=()
-for ((i = 1; i <= runs; i++)); do
-  line=$("$build/bench/json/ncclguard_json_read_bench" "$root/bench/webhook/worker-pod-review.json")
-  echo "run $i: $line"
-  lines+=("$line")
-done
-printf '%s\n' "${lines[@]}" | python3 -c '
-import statistics, sys
-runs = [dict(f.split("=") for f in line.split()) for line in sys.stdin if line.strip()]
-print("median of", len(runs), "runs:", " ".join(
-    f"{key}={statistics.median(float(r[key]) for r in runs):g}" for key in runs[0]))
-'
+# shellcheck source=medians.sh
+source "$root/bench/medians.sh"
+run_medians "$runs" "$build/bench/json/ncclguard_json_read_bench" \
+  "$root/bench/webhook/worker-pod-review.json"

@@ -1,5 +1,6 @@
 #include "core/json_access.h"
 
+#include <cmath>
 #include <vector>
 
 #include "core/errors.h"
@@ -198,6 +199,29 @@ std::string_view LabelValue(const Json& object, std::string_view key) {
   return value != labels->end() && value->is_string()
              ? std::string_view(value->get_ref<const std::string&>())
              : std::string_view{};
+}
+
+bool SameJsonTree(const Json& a, const Json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+      if (i.key() != j.key() || !SameJsonTree(i.value(), j.value())) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!SameJsonTree(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (a.is_number_float()) {
+    return std::signbit(a.get<double>()) == std::signbit(b.get<double>()) &&
+           a.get<double>() == b.get<double>();
+  }
+  return a == b;
 }
 
 }  // namespace ncclguard::core

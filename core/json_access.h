@@ -35,6 +35,11 @@ std::string_view LabelValue(const Json& object, std::string_view key);
 // std::vector's does. Should a key's copy be refused (a memory budget), the object is left whole.
 void ReserveMember(Json& object);
 
+// The same tree, strictly: the same type at every node (nlohmann's == calls 1, 1u and 1.0 equal;
+// this keeps number_unsigned, number_integer and number_float apart, and -0.0 from 0.0), the same
+// keys in the same order, the same values.
+bool SameJsonTree(const Json& a, const Json& b);
+
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapePointerToken(std::string_view token);
 

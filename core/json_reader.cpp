@@ -253,10 +253,12 @@ class Reader {
     return slot;
   }
 
-  Json Array() {
+  // Reads an array from its '[' to past its ']', each item into a new slot at the end of items_;
+  // `took(slot)` is called with each item in its slot.
+  template <typename Took>
+  void Items(Took took) {
     Enter();
     ++at_;
-    const std::size_t first = items_.size();
     SkipSpace();
     if (Peek() != ']') {
       while (true) {
@@ -264,6 +266,7 @@ class Reader {
         items_.emplace_back();
         Json value = Value();
         items_[slot] = std::move(value);
+        took(slot);
         SkipSpace();
         const char next = Peek();
         ++at_;
@@ -277,44 +280,28 @@ class Reader {
     } else {
       ++at_;
     }
+    --depth_;
+  }
+
+  Json Array() {
+    const std::size_t first = items_.size();
+    Items([](std::size_t) {});
     Json array = Json::array();
     auto& items = array.get_ref<Json::array_t&>();
     items.reserve(items_.size() - first);
     for (std::size_t i = first; i < items_.size(); ++i) items.push_back(std::move(items_[i]));
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(first), items_.end());
-    --depth_;
     return array;
   }
 
   // An array whose items go to on_item_ as each is read; an empty array is left in its place.
   // The item waits in scratch while on_item_ has it, so that a throw dismantles what it left.
   Json StreamItems() {
-    Enter();
-    ++at_;
-    SkipSpace();
-    if (Peek() != ']') {
-      while (true) {
-        const std::size_t slot = items_.size();
-        items_.emplace_back();
-        Json value = Value();
-        items_[slot] = std::move(value);
-        (*on_item_)(std::move(items_[slot]));
-        Dismantle(items_[slot]);
-        items_.pop_back();
-        SkipSpace();
-        const char next = Peek();
-        ++at_;
-        if (next == ']') break;
-        if (next != ',') {
-          --at_;
-          Fail("expected ',' or ']' after an array's item");
-        }
-        SkipSpace();
-      }
-    } else {
-      ++at_;
-    }
-    --depth_;
+    Items([this](std::size_t slot) {
+      (*on_item_)(std::move(items_[slot]));
+      Dismantle(items_[slot]);
+      items_.pop_back();
+    });
     return Json::array();
   }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/json_access.h"
 #include "core/json_reader.h"
 #include "fuzz/fuzz_support.h"
 
@@ -16,29 +17,6 @@ namespace {
 
 using ncclguard::core::Json;
 using ncclguard::core::JsonReadError;
-
-bool SameTree(const Json& a, const Json& b) {
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
-      if (i.key() != j.key() || !SameTree(i.value(), j.value())) return false;
-    }
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!SameTree(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  if (a.is_number_float()) {
-    return std::signbit(a.get<double>()) == std::signbit(b.get<double>()) &&
-           a.get<double>() == b.get<double>();
-  }
-  return a == b;
-}
 
 }  // namespace
 
@@ -67,12 +45,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           "ours: " + (our_error.empty() ? "read" : our_error) +
               ", nlohmann's: " + (their_error.empty() ? "read" : their_error));
   if (our_error.empty()) {
-    Require(SameTree(ours, theirs), "the same tree", ours.dump() + "\n" + theirs.dump());
+    Require(ncclguard::core::SameJsonTree(ours, theirs), "the same tree",
+            ours.dump() + "\n" + theirs.dump());
     // The same value read as the first of concatenated values ends where the text's own
     // whitespace begins.
     std::size_t offset = 0;
     const Json first = ncclguard::core::ReadJsonValueAt(text, offset, {.max_depth = 512});
-    Require(SameTree(first, ours), "a value read from a stream is the same value");
+    Require(ncclguard::core::SameJsonTree(first, ours),
+            "a value read from a stream is the same value");
     Require(text.find_first_not_of(" \t\r\n", offset) == std::string::npos,
             "nothing but whitespace after the value");
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_access.h"
 #include "core/json_reader.h"
 #include "memory/allocation_budget.h"
 
@@ -23,31 +24,6 @@ namespace {
 
 using core::Json;
 using core::JsonReadError;
-
-// Same tree: the same type at every node (number_unsigned, number_integer and number_float
-// apart), the same keys in the same order, the same values.
-bool SameTree(const Json& a, const Json& b) {
-  if (a.type() != b.type()) return false;
-  if (a.is_object()) {
-    if (a.size() != b.size()) return false;
-    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
-      if (i.key() != j.key() || !SameTree(i.value(), j.value())) return false;
-    }
-    return true;
-  }
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!SameTree(a[i], b[i])) return false;
-    }
-    return true;
-  }
-  if (a.is_number_float()) {
-    return std::signbit(a.get<double>()) == std::signbit(b.get<double>()) &&
-           a.get<double>() == b.get<double>();
-  }
-  return a == b;
-}
 
 // What a reader made of a text: the tree, or which error.
 struct Outcome {
@@ -88,7 +64,7 @@ Outcome Nlohmanns(const std::string& text) {
   const bool nul = text.find('\0') != std::string::npos;
   if (nul && theirs.read && !ours.read) return ::testing::AssertionSuccess();
   if (ours.read != theirs.read || ours.error != theirs.error ||
-      (ours.read && !SameTree(ours.tree, theirs.tree))) {
+      (ours.read && !core::SameJsonTree(ours.tree, theirs.tree))) {
     return ::testing::AssertionFailure()
            << "text " << ::testing::PrintToString(text) << ": ours "
            << (ours.read ? ours.tree.dump() : ours.error) << ", nlohmann's "
