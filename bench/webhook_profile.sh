@@ -5,7 +5,8 @@
 # dumped. Prints the instructions per request of the whole process and of the phases of our
 # handler (inclusive). Callgrind counts instructions, which other work on the machine does not
 # change; it does not see the kernel or the load generator.
-#   bench/webhook_profile.sh            (REQUESTS=400 RATE=40, NCCLGUARD_BIN: another build's binary)
+#   bench/webhook_profile.sh            (REQUESTS=400 RATE=40, NCCLGUARD_BIN: another build's binary;
+#                                        PROFILE_OUT: keep the annotation, PROFILE_RAW: callgrind's output)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
@@ -56,6 +57,7 @@ sent=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["
 dump=$(ls -t "$work"/callgrind.out.* | head -1)
 callgrind_annotate --inclusive=yes --threshold=100 "$dump" >"$work/annotated.txt" 2>/dev/null
 [[ -z ${PROFILE_OUT:-} ]] || cp "$work/annotated.txt" "$PROFILE_OUT"
+[[ -z ${PROFILE_RAW:-} ]] || cp "$dump" "$PROFILE_RAW"
 python3 - "$work/annotated.txt" "$sent" <<'PY'
 import re, sys
 text, sent = open(sys.argv[1]).read(), int(sys.argv[2])

@@ -36,37 +36,6 @@ void Collect(const Rule& rule, Level level, const ObjectRef& ref, const Policy& 
   }
 }
 
-// Applies one operation of a PatchPlan to `working`, as Json::patch_inplace would. A plan adds a
-// new member to an object or an item to the end of a list; those are done here without
-// ordered_json's growth of the object, which copies every member with its subtree (adding
-// spec.subdomain would copy the whole pod spec). Anything else goes to patch_inplace.
-void ApplyAdd(Json& working, const Json& op) {
-  const auto kind = op.find("op");
-  const auto path = op.find("path");
-  const auto value = op.find("value");
-  if (op.size() == 3 && kind != op.end() && *kind == "add" && path != op.end() &&
-      path->is_string() && value != op.end()) {
-    JsonPointer parent_at(path->get<std::string>());
-    if (!parent_at.empty()) {
-      const std::string last = parent_at.back();
-      parent_at.pop_back();
-      if (working.contains(parent_at)) {
-        Json& parent = working.at(parent_at);
-        if (parent.is_object()) {
-          if (!parent.contains(last)) ReserveMember(parent);
-          parent[last] = *value;
-          return;
-        }
-        if (parent.is_array() && last == "-") {
-          parent.push_back(*value);
-          return;
-        }
-      }
-    }
-  }
-  working.patch_inplace(Json::array({op}));
-}
-
 bool InScope(const Rule& rule, const EvaluateOptions& options) {
   return rule.Info().scope == RuleScope::Pod ? options.pod_rules : options.job_rules;
 }
@@ -116,10 +85,7 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
       rule->CheckTemplate({working, *workload, facts[t], policy}, report);
       Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
       if (report.plan().empty()) continue;
-      for (Json& op : report.plan().TakeOps()) {
-        ApplyAdd(working, op);
-        result.patch.push_back(std::move(op));
-      }
+      report.plan().ApplyTo(working, result.patch);
       // The patch touched only this template's subtree: nodes of the other templates stayed put.
       facts[t] = ReadTemplateFacts(working, workload->templates[t], policy);
     }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/errors.h"
+#include "core/json_access.h"
 
 namespace ncclguard::core {
 namespace {
@@ -55,13 +56,14 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
   if (Exists(at)) throw std::logic_error("PatchPlan::Add: " + at.to_string() + " exists");
   // Wrap the value in objects for each missing parent, so one operation creates the whole branch.
   JsonPointer target = at;
-  while (!target.parent_pointer().empty() && !Exists(target.parent_pointer())) {
+  JsonPointer parent = target.parent_pointer();
+  while (!parent.empty() && !Exists(parent)) {
     Json wrapper = Json::object();
     wrapper[target.back()] = std::move(value);
     value = std::move(wrapper);
-    target = target.parent_pointer();
+    target = std::move(parent);
+    parent = target.parent_pointer();
   }
-  const JsonPointer parent = target.parent_pointer();
   const Json* parent_node = parent.empty() ? base_ : Find(parent);
   if (parent_node == nullptr) {
     throw std::logic_error("PatchPlan::Add: parent of " + at.to_string() + " is missing");
@@ -71,12 +73,14 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
     // is a list): the input's fault, said like every other field of the wrong type.
     throw InputError(parent.to_string() + ": expected an object, got " + parent_node->type_name());
   }
-  ops_.push_back(AddOperation(target.to_string(), value));
+  std::string target_text = target.to_string();
+  ops_.push_back(AddOperation(target_text, value));
+  targets_.push_back({parent, target.back(), false});
   JsonPointer relative;
   if (Created* created = CreatedContaining(parent, relative)) {
     created->value[relative][target.back()] = std::move(value);
   } else {
-    created_.push_back({target, target.to_string(), std::move(value)});
+    created_.push_back({std::move(target), std::move(target_text), std::move(value)});
     created_at_.emplace(created_.back().at_text, created_.size() - 1);
   }
 }
@@ -91,9 +95,32 @@ void PatchPlan::Append(const JsonPointer& at, Json item) {
     throw InputError(at.to_string() + ": expected a list, got " + list->type_name());
   }
   ops_.push_back(AddOperation(at.to_string() + "/-", item));
+  targets_.push_back({at, std::string(), true});
   JsonPointer relative;
   if (Created* created = CreatedContaining(at, relative))
     created->value[relative].push_back(std::move(item));
+}
+
+void PatchPlan::ApplyTo(Json& working, Json& patch) {
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    Json& op = ops_[i];
+    const Target& target = targets_[i];
+    Json* parent = working.contains(target.parent) ? &working.at(target.parent) : nullptr;
+    const Json& value = op.back();  // AddOperation's last member
+    if (parent != nullptr && !target.append && parent->is_object()) {
+      // A new member without ordered_json's growth of the object, which copies every member
+      // with its subtree (adding spec.subdomain would copy the whole pod spec).
+      if (!parent->contains(target.key)) ReserveMember(*parent);
+      (*parent)[target.key] = value;
+    } else if (parent != nullptr && target.append && parent->is_array()) {
+      parent->push_back(value);
+    } else {
+      working.patch_inplace(Json::array({op}));  // not where the plan saw it: as RFC 6902 says
+    }
+    patch.push_back(std::move(op));
+  }
+  ops_.clear();
+  targets_.clear();
 }
 
 }  // namespace ncclguard::core

@@ -26,11 +26,20 @@ class PatchPlan {
   void Append(const JsonPointer& at, Json item);
 
   const std::vector<Json>& ops() const { return ops_; }
-  // The operations, moved out: the plan is spent.
-  std::vector<Json> TakeOps() { return std::move(ops_); }
   bool empty() const { return ops_.empty(); }
+  // Applies the operations, in order, to `working` (the object the plan was made over, or one
+  // that still holds what it held) and moves them onto the end of `patch`, a list: the plan is
+  // spent. Each is done where the plan recorded it, without reading its path back.
+  void ApplyTo(Json& working, Json& patch);
 
  private:
+  // Where an operation goes: a new member `key` of the object at `parent`, or the end of the
+  // list at `parent`.
+  struct Target {
+    JsonPointer parent;
+    std::string key;
+    bool append = false;
+  };
   // A value the plan creates, and where.
   struct Created {
     JsonPointer at;
@@ -46,6 +55,7 @@ class PatchPlan {
   // plan over thousands of containers stays linear (created entries never nest).
   std::unordered_map<std::string, std::size_t> created_at_;
   std::vector<Json> ops_;
+  std::vector<Target> targets_;  // one for each of ops_
 };
 
 }  // namespace ncclguard::core

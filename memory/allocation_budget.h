@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <new>
 
@@ -30,6 +31,17 @@ class BudgetPool {
   const std::size_t capacity_;
   std::atomic<std::size_t> in_use_{0};
 };
+
+// The size class jemalloc (5.x, 16-byte quantum, as Debian builds it) serves `size` from: what
+// malloc_usable_size reads back for a block it allocated of that size. On jemalloc the budget
+// counts blocks by it (memory_tests holds it to jemalloc's own nallocx).
+constexpr std::size_t JemallocSizeClass(std::size_t size) {
+  if (size <= 8) return 8;
+  if (size <= 128) return (size + 15) & ~std::size_t{15};
+  // Four classes for each doubling: (2^k, 2^(k+1)] is cut in steps of 2^(k-2).
+  const std::size_t step = std::size_t{1} << (std::bit_width(size - 1) - 3);
+  return (size + step - 1) & ~(step - 1);
+}
 
 class BudgetExceeded : public std::bad_alloc {
  public:
