@@ -57,16 +57,14 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
   // Wrap the value in objects for each missing parent, so one operation creates the whole branch.
   JsonPointer target = at;
   JsonPointer parent = target.parent_pointer();
-  while (!parent.empty() && !Exists(parent)) {
+  const Json* parent_node = base_;
+  while (!parent.empty() && (parent_node = Find(parent)) == nullptr) {
     Json wrapper = Json::object();
     wrapper[target.back()] = std::move(value);
     value = std::move(wrapper);
     target = std::move(parent);
     parent = target.parent_pointer();
-  }
-  const Json* parent_node = parent.empty() ? base_ : Find(parent);
-  if (parent_node == nullptr) {
-    throw std::logic_error("PatchPlan::Add: parent of " + at.to_string() + " is missing");
+    parent_node = base_;
   }
   if (!parent_node->is_object()) {
     // The input holds a list or a scalar where the fix needs an object (a securityContext that

@@ -3,7 +3,8 @@
 // and build the same tree, number types included, and refuse the same texts with the same kind
 // of error (a number out of range apart from bad syntax); the one known difference is a NUL byte
 // outside a string, which nlohmann takes for the end of the text and ours refuses. A value read
-// from the middle of a text ends where the whole text's reading says it does.
+// from the middle of a text ends where the whole text's reading says it does. And core::WriteJson
+// writes each tree read as Json::dump() does.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "core/json_access.h"
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "fuzz/fuzz_support.h"
 
 namespace {
@@ -47,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (our_error.empty()) {
     Require(ncclguard::core::SameJsonTree(ours, theirs), "the same tree",
             ours.dump() + "\n" + theirs.dump());
+    Require(ncclguard::core::WriteJson(ours) == ours.dump(), "written as dump writes it");
     // The same value read as the first of concatenated values ends where the text's own
     // whitespace begins.
     std::size_t offset = 0;

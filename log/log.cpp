@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/json_writer.h"
+
 namespace ncclguard::log {
 namespace {
 
@@ -91,9 +93,15 @@ State& Current() { return *CurrentSlot().load(std::memory_order_acquire); }
 
 thread_local std::vector<const Fields*> scopes;
 
+// Messages and fields quote user input: invalid UTF-8 is replaced, never thrown on.
+void AppendJson(std::string& out, const Value& value) {
+  core::AppendJson(out, value, core::InvalidUtf8::Replace);
+}
+
 std::string Json(const Value& value) {
-  // Messages and fields quote user input: invalid UTF-8 is replaced, never thrown on.
-  return value.dump(-1, ' ', false, Value::error_handler_t::replace);
+  std::string out;
+  AppendJson(out, value);
+  return out;
 }
 
 // Text: a string stays bare when it reads back unambiguously, else it is JSON-quoted.
@@ -135,12 +143,12 @@ void WriteLine(Level level, std::string_view message, const Field* begin, const 
   const Value text(message);
   if (state.format == Format::Json) {
     line += "\"msg\":";
-    line += Json(text);
+    AppendJson(line, text);
     ForEachField(begin, end, [&line](const Field& field) {
       line += ',';
-      line += Json(Value(field.key));
+      core::AppendJsonString(line, field.key, core::InvalidUtf8::Replace);
       line += ':';
-      line += Json(field.value);
+      AppendJson(line, field.value);
     });
   } else {
     AppendText(line, text, /*allow_spaces=*/true);

@@ -1,6 +1,7 @@
 #include "webhook/admission_review.h"
 
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 
 #include <openssl/evp.h>
 
@@ -138,7 +139,7 @@ namespace {
 // `text` as a JSON string, escaped as Json::dump escapes it; invalid UTF-8 is replaced (messages
 // quote user input) rather than thrown over while answering.
 void AppendJsonString(std::string& out, std::string_view text) {
-  out += core::Json(text).dump(-1, ' ', false, core::Json::error_handler_t::replace);
+  core::AppendJsonString(out, text, core::InvalidUtf8::Replace);
 }
 
 }  // namespace
@@ -148,7 +149,7 @@ void AppendJsonString(std::string& out, std::string_view text) {
 std::string EncodeAdmissionReview(const AdmissionResponse& response) {
   std::string patch;
   if (response.allowed && response.patch.is_array() && !response.patch.empty()) {
-    patch = Base64Encode(response.patch.dump());  // strict: a patch must be valid UTF-8
+    patch = Base64Encode(core::WriteJson(response.patch));  // strict: a patch must be valid UTF-8
   }
   std::string out;
   out.reserve(192 + response.uid.size() + patch.size() + response.message.size());
