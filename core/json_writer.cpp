@@ -14,12 +14,18 @@ Json::error_handler_t Handler(InvalidUtf8 invalid) {
 // byte itself.
 const char* ControlEscape(unsigned char byte, char (&buffer)[7]) {
   switch (byte) {
-    case '\b': return "\\b";
-    case '\t': return "\\t";
-    case '\n': return "\\n";
-    case '\f': return "\\f";
-    case '\r': return "\\r";
-    default: break;
+    case '\b':
+      return "\\b";
+    case '\t':
+      return "\\t";
+    case '\n':
+      return "\\n";
+    case '\f':
+      return "\\f";
+    case '\r':
+      return "\\r";
+    default:
+      break;
   }
   static constexpr char kHex[] = "0123456789abcdef";
   buffer[0] = '\\';

@@ -56,13 +56,19 @@ class Generator {
 
   Json Value(int depth) {
     switch (Pick(depth > 0 ? 9 : 7)) {
-      case 0: return nullptr;
-      case 1: return Pick(2) == 0;
-      case 2: return Integer();
-      case 3: return Unsigned();
-      case 4: return Double();
+      case 0:
+        return nullptr;
+      case 1:
+        return Pick(2) == 0;
+      case 2:
+        return Integer();
+      case 3:
+        return Unsigned();
+      case 4:
+        return Double();
       case 5:
-      case 6: return Text();
+      case 6:
+        return Text();
       case 7: {
         Json object = Json::object();
         for (int i = Pick(5); i > 0; --i) object[Text()] = Value(depth - 1);
@@ -77,10 +83,34 @@ class Generator {
   }
 
   std::string Text() {
-    static const std::string kPieces[] = {
-        "a", "Z", "0", " ", "~", "/", "\"", "\\", "\b", "\f", "\n", "\r", "\t",
-        std::string(1, '\0'), "\x01", "\x1f", "\x7f", "é", "€", "😀", "\xc3", "\x80",
-        "\xff", "\xe2\x82", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc0\xaf", "NCCL_SOCKET_IFNAME"};
+    static const std::string kPieces[] = {"a",
+                                          "Z",
+                                          "0",
+                                          " ",
+                                          "~",
+                                          "/",
+                                          "\"",
+                                          "\\",
+                                          "\b",
+                                          "\f",
+                                          "\n",
+                                          "\r",
+                                          "\t",
+                                          std::string(1, '\0'),
+                                          "\x01",
+                                          "\x1f",
+                                          "\x7f",
+                                          "é",
+                                          "€",
+                                          "😀",
+                                          "\xc3",
+                                          "\x80",
+                                          "\xff",
+                                          "\xe2\x82",
+                                          "\xed\xa0\x80",
+                                          "\xf4\x90\x80\x80",
+                                          "\xc0\xaf",
+                                          "NCCL_SOCKET_IFNAME"};
     std::string text;
     for (int i = Pick(8); i > 0; --i) text += kPieces[Pick(std::size(kPieces))];
     return text;
@@ -89,7 +119,12 @@ class Generator {
  private:
   int Pick(std::size_t n) { return static_cast<int>(random_() % n); }
   Json Integer() {
-    static const std::int64_t kEdges[] = {0, -1, 1, -9, 42, std::numeric_limits<std::int64_t>::min(),
+    static const std::int64_t kEdges[] = {0,
+                                          -1,
+                                          1,
+                                          -9,
+                                          42,
+                                          std::numeric_limits<std::int64_t>::min(),
                                           std::numeric_limits<std::int64_t>::max()};
     return Pick(2) == 0 ? Json(kEdges[Pick(std::size(kEdges))])
                         : Json(static_cast<std::int64_t>(random_()) - (1LL << 31));
