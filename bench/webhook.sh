@@ -17,20 +17,8 @@ threads=${THREADS:-2}
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 "$root/scripts/build.sh" ncclguard ncclguard_loadgen ncclguard_bare_listener >/dev/null
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  # Every step, whatever the one before returned: under errexit a `wait` answering a killed
-  # child's status would end the trap here and leave the rest running.
-  set +e
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=127.0.0.1 \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
-review=$root/bench/webhook/worker-pod-review.json
+# shellcheck source=bench/webhook_lib.sh
+source "$root/bench/webhook_lib.sh"
 port=18943
 
 wait_ready() {

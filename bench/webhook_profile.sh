@@ -15,18 +15,8 @@ rate=${RATE:-40}
 ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$root/scripts/build.sh" ncclguard ncclguard_loadgen >/dev/null
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  set +e
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=127.0.0.1 \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
-review=$root/bench/webhook/worker-pod-review.json
+# shellcheck source=bench/webhook_lib.sh
+source "$root/bench/webhook_lib.sh"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
