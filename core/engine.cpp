@@ -87,7 +87,7 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
       if (report.plan().empty()) continue;
       report.plan().ApplyTo(working, result.patch);
       // The patch touched only this template's subtree: nodes of the other templates stayed put.
-      facts[t] = ReadTemplateFacts(working, workload->templates[t], policy);
+      facts[t] = ReadTemplateFacts(working, workload->templates[t], policy, TemplateRead::AfterFix);
     }
   }
 

@@ -151,7 +151,8 @@ std::optional<std::string> FromNodeAffinity(const Json& object, const JsonPointe
 
 }  // namespace
 
-TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, const Policy& policy) {
+TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, const Policy& policy,
+                                TemplateRead read) {
   TemplateFacts facts;
   facts.tmpl = &tmpl;
   facts.pod_spec = tmpl.pod_spec;
@@ -168,11 +169,13 @@ TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, con
       c.spec = &(*containers)[i];
       if (!c.spec->is_object()) throw InputError(c.at.to_string() + ": expected an object");
       c.name = ChildString(*c.spec, "name", c.at).value_or("");
-      ChildString(*c.spec, "image", c.at);
       c.gpus = ResourceCount(*c.spec, c.at, kGpuResource).value_or(0);
       c.efa = ResourceCount(*c.spec, c.at, kEfaResource);
       c.has_env_from = ChildArray(*c.spec, "envFrom", c.at) != nullptr;
-      ValidateEnv(*c.spec, c.at);
+      if (read == TemplateRead::First) {
+        ChildString(*c.spec, "image", c.at);
+        ValidateEnv(*c.spec, c.at);
+      }
       facts.containers.push_back(std::move(c));
     }
   }

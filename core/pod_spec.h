@@ -60,8 +60,15 @@ struct TemplateFacts {
   std::optional<std::int64_t> ExpectedEfa(const Container& c) const;
 };
 
+// Which read of a template this is. The first checks every field the rules may read (the image,
+// each env entry) and throws InputError on a wrong type. A read again after ncclguard's own fix
+// takes only the facts: a fix adds well-typed fields and nothing else, so what the first read
+// checked still holds (the engine reads a template again after each fix that patched it).
+enum class TemplateRead { First, AfterFix };
+
 // Reads the template's containers and instance type. Throws InputError on wrong types.
-TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, const Policy& policy);
+TemplateFacts ReadTemplateFacts(const Json& object, const PodTemplate& tmpl, const Policy& policy,
+                                TemplateRead read = TemplateRead::First);
 
 // Kubernetes quantity as a whole count ("8", 8, "1k"); throws InputError otherwise.
 std::int64_t ParseCount(const Json& value, const JsonPointer& at);
