@@ -13,7 +13,7 @@ source "$root/scripts/controlplane/versions.sh"
 runs=${RUNS:-3}
 writes=${WRITES:-2000}
 forms=${FORMS:-apply,json-patch,merge-patch}
-"$root/scripts/controlplane.sh" build kueue >/dev/null 2>&1
+"$root/scripts/controlplane.sh" build kueue >/dev/null
 kueue_src=$("$root/scripts/controlplane.sh" source-dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
 
 work=$(mktemp -d)
@@ -26,7 +26,7 @@ trap cleanup EXIT
 
 : >"$work/results"
 for run in $(seq "$runs"); do
-  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1
+  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1 || { cat "$work/cp.log" >&2; exit 1; }
   # shellcheck disable=SC2016 # a literal $PATH in the pattern
   bin=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")
   k() { "$bin/kubectl" --kubeconfig "$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig" "$@"; }

@@ -19,7 +19,7 @@ enum class InvalidUtf8 {
   Replace,  // each bad sequence becomes U+FFFD: messages and logs that quote user input
 };
 
-// Appends `value` to `out`.
+// Appends `value` to `out`. When it throws (InvalidUtf8::Throw), `out` may hold part of the value.
 void AppendJson(std::string& out, const Json& value, InvalidUtf8 invalid = InvalidUtf8::Throw);
 std::string WriteJson(const Json& value, InvalidUtf8 invalid = InvalidUtf8::Throw);
 // Appends `text` as a JSON string.

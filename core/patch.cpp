@@ -72,8 +72,7 @@ void PatchPlan::Add(const JsonPointer& at, Json value) {
     throw InputError(parent.to_string() + ": expected an object, got " + parent_node->type_name());
   }
   std::string target_text = target.to_string();
-  ops_.push_back(AddOperation(target_text, value));
-  targets_.push_back({parent, target.back(), false});
+  Record(AddOperation(target_text, value), {parent, target.back(), false});
   JsonPointer relative;
   if (Created* created = CreatedContaining(parent, relative)) {
     created->value[relative][target.back()] = std::move(value);
@@ -92,11 +91,20 @@ void PatchPlan::Append(const JsonPointer& at, Json item) {
   if (!list->is_array()) {
     throw InputError(at.to_string() + ": expected a list, got " + list->type_name());
   }
-  ops_.push_back(AddOperation(at.to_string() + "/-", item));
-  targets_.push_back({at, std::string(), true});
+  Record(AddOperation(at.to_string() + "/-", item), {at, std::string(), true});
   JsonPointer relative;
   if (Created* created = CreatedContaining(at, relative))
     created->value[relative].push_back(std::move(item));
+}
+
+void PatchPlan::Record(Json op, Target target) {
+  ops_.push_back(std::move(op));
+  try {
+    targets_.push_back(std::move(target));
+  } catch (...) {
+    ops_.pop_back();  // the two stay one for one, whatever a spent budget refuses
+    throw;
+  }
 }
 
 void PatchPlan::ApplyTo(Json& working, Json& patch) {

@@ -46,6 +46,7 @@ class PatchPlan {
     std::string at_text;
     Json value;
   };
+  void Record(Json op, Target target);
   Created* CreatedContaining(const JsonPointer& at, JsonPointer& relative);
   const Json* Find(const JsonPointer& at) const;
 

@@ -49,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (our_error.empty()) {
     Require(ncclguard::core::SameJsonTree(ours, theirs), "the same tree",
             ours.dump() + "\n" + theirs.dump());
-    Require(ncclguard::core::WriteJson(ours) == ours.dump(), "written as dump writes it");
+    const std::string written = ncclguard::core::WriteJson(ours);
+    Require(written == ours.dump(), "written as dump writes it", written + "\n" + ours.dump());
     // The same value read as the first of concatenated values ends where the text's own
     // whitespace begins.
     std::size_t offset = 0;

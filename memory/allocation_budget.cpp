@@ -16,11 +16,33 @@ constexpr std::size_t kPoolChunk = std::size_t{1} << 20;
 
 constinit thread_local BudgetScope* t_scope = nullptr;
 
+// True when malloc is jemalloc's and its size classes are the ones JemallocSizeClass computes:
+// nallocx alone would also be found beside another malloc (gperftools exports one; a sanitizer or
+// valgrind replaces malloc but leaves jemalloc's nallocx). Learnt from real blocks by the first
+// BudgetScope, before it counts anything; read by every allocation inside a scope.
+std::atomic<bool> g_size_classes_known{false};
+
+void LearnSizeClasses() {
+  static const bool known = [] {
+    if (nallocx == nullptr) return false;
+    for (const std::size_t size : {std::size_t{129}, std::size_t{4097}, std::size_t{70000}}) {
+      void* probe = std::malloc(size);
+      const bool same = probe != nullptr && malloc_usable_size(probe) == JemallocSizeClass(size) &&
+                        nallocx(size, 0) == JemallocSizeClass(size);
+      std::free(probe);
+      if (!same) return false;
+    }
+    return true;
+  }();
+  g_size_classes_known.store(known, std::memory_order_relaxed);
+}
+
 // The bytes a block of `size` (asked of malloc, no extra alignment) holds. On jemalloc, computed
 // from the size: jemalloc's own answers (malloc_usable_size walks its page map, nallocx checks
 // its state first) cost 35-40 instructions, and the webhook allocates ~1,200 blocks a review.
 std::size_t UsableSize(void* block, std::size_t size) {
-  return nallocx != nullptr ? JemallocSizeClass(size) : malloc_usable_size(block);
+  return g_size_classes_known.load(std::memory_order_relaxed) ? JemallocSizeClass(size)
+                                                              : malloc_usable_size(block);
 }
 
 std::atomic<void*> g_emergency_reserve{nullptr};
@@ -119,6 +141,7 @@ const char* BudgetExceeded::what() const noexcept {
 BudgetScope::BudgetScope(std::size_t limit, BudgetPool* pool)
     : limit_(limit), pool_(pool), outer_(t_scope) {
   TakeEmergencyReserve();
+  LearnSizeClasses();
   t_scope = this;
 }
 

@@ -36,6 +36,7 @@ class BudgetPool {
 // malloc_usable_size reads back for a block it allocated of that size. On jemalloc the budget
 // counts blocks by it (memory_tests holds it to jemalloc's own nallocx).
 constexpr std::size_t JemallocSizeClass(std::size_t size) {
+  if (size > std::size_t{1} << 62) return size;  // past any class: malloc refuses it anyway
   if (size <= 8) return 8;
   if (size <= 128) return (size + 15) & ~std::size_t{15};
   // Four classes for each doubling: (2^k, 2^(k+1)] is cut in steps of 2^(k-2).
