@@ -7,6 +7,8 @@
 # Loopback only; every command is bounded by `timeout`, each CLI run to 4 GiB of address space.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/hostile_lib.sh
+source "$root/bench/hostile_lib.sh"
 binary=${NCCLGUARD:-${NCCLGUARD_BUILD_DIR:-$root/build}/cli/ncclguard}
 runs=${RUNS:-3}
 work=$(mktemp -d)
@@ -73,15 +75,7 @@ for case in "validate keys-review.json 100k nodeSelector keys" \
 done
 echo "  memory: $(rss VmRSS) MB before the empty-lists reviews (~7 MB each)"
 for at_once in 1 2 4; do
-  clients=()
-  for i in $(seq "$at_once"); do
-    post /validate "$work/lists-review.json" >"$work/client$i" &
-    clients+=($!)
-  done
-  wait "${clients[@]}"
-  cat "$work"/client* >"$work/rows"
-  rm -f "$work"/client*
-  printf '  %d at once: HTTP %s; peak %s MB since start, %s MB after\n' "$at_once" \
-    "$(cut -d' ' -f1 "$work/rows" | sort | uniq -c | awk '{printf "%s%sx%s", s, $1, $2; s=", "}')" \
+  codes=$(post_together "$at_once" /validate "$work/lists-review.json")
+  printf '  %d at once: HTTP %s; peak %s MB since start, %s MB after\n' "$at_once" "$codes" \
     "$(rss VmHWM)" "$(rss VmRSS)"
 done

@@ -8,8 +8,10 @@
 
 namespace ncclguard::cli {
 
-// The listen address, certificate files, the policy (re-read when its file changes) and
-// $POD_NAMESPACE exempt beside kube-system.
+// The listen address, certificate files, the policy (re-read when its file changes),
+// $POD_NAMESPACE exempt beside kube-system and $CONTAINER_MEMORY_LIMIT (bytes) as the memory
+// limit the reviews in flight share with the rest of the process. Throws std::runtime_error on a
+// $CONTAINER_MEMORY_LIMIT that is not a whole number of bytes.
 webhook::ServerConfig WebhookServerConfig(const std::string& listen,
                                           const std::string& tls_cert_file,
                                           const std::string& tls_key_file,

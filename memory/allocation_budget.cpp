@@ -124,9 +124,10 @@ void FreeSized(void* block, std::size_t size) noexcept {
 }  // namespace
 
 bool BudgetPool::TryTake(std::size_t bytes) {
+  const std::size_t capacity = capacity_.load(std::memory_order_relaxed);
   std::size_t in_use = in_use_.load(std::memory_order_relaxed);
   do {
-    if (bytes > capacity_ || in_use > capacity_ - bytes) return false;
+    if (bytes > capacity || in_use > capacity - bytes) return false;
   } while (!in_use_.compare_exchange_weak(in_use, in_use + bytes, std::memory_order_relaxed));
   return true;
 }

@@ -25,10 +25,13 @@ class BudgetPool {
   bool TryTake(std::size_t bytes);
   void Give(std::size_t bytes);
   std::size_t InUse() const { return in_use_.load(std::memory_order_relaxed); }
-  std::size_t Capacity() const { return capacity_; }
+  std::size_t Capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  // A new capacity for what is taken from now on. What is held stays held: a capacity below it
+  // refuses every take until enough is given back.
+  void SetCapacity(std::size_t capacity) { capacity_.store(capacity, std::memory_order_relaxed); }
 
  private:
-  const std::size_t capacity_;
+  std::atomic<std::size_t> capacity_;
   std::atomic<std::size_t> in_use_{0};
 };
 

@@ -51,6 +51,13 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Help("notAfter of the serving certificate in use, as a Unix time.")
                               .Register(registry)
                               .Add({})),
+      in_flight_memory_(
+          prometheus::BuildGauge()
+              .Name("ncclguard_webhook_in_flight_memory_limit_bytes")
+              .Help("Memory the admission reviews in flight may hold together: the configured "
+                    "budget, less when the process nears its container's memory limit.")
+              .Register(registry)
+              .Add({})),
       policy_reloads_(CounterFamily(registry, "ncclguard_webhook_policy_reloads_total",
                                     "Policy file reloads after the file changed, by result.")),
       gate_decisions_(CounterFamily(
@@ -142,6 +149,10 @@ void Metrics::CountCertificateReload(bool ok) {
 
 void Metrics::SetCertificateExpiry(std::int64_t unix_seconds) {
   certificate_expiry_.Set(static_cast<double>(unix_seconds));
+}
+
+void Metrics::SetInFlightMemory(std::size_t bytes) {
+  in_flight_memory_.Set(static_cast<double>(bytes));
 }
 
 void Metrics::CountPolicyReload(bool ok) {

@@ -45,6 +45,8 @@ class Metrics {
   void CountInternalError(std::string_view endpoint);
   void CountCertificateReload(bool ok);
   void SetCertificateExpiry(std::int64_t unix_seconds);
+  // What the reviews in flight may hold together now (ServerConfig::memory_limit_bytes).
+  void SetInFlightMemory(std::size_t bytes);
   void CountPolicyReload(bool ok);
   // A managed job's CREATE: held by the gate, or admitted at once (its nodes validated).
   void CountGateDecision(bool admitted);
@@ -72,6 +74,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Counter>& certificate_reloads_;
   prometheus::Gauge& certificate_expiry_;
+  prometheus::Gauge& in_flight_memory_;
   prometheus::Family<prometheus::Counter>& policy_reloads_;
   prometheus::Family<prometheus::Counter>& gate_decisions_;
   prometheus::Counter& gate_held_;

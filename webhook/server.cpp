@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "log/log.h"
+#include "memory/headroom.h"
 #include "metrics/registry.h"
 #include "webhook/review_answer.h"
 
@@ -192,6 +193,8 @@ WebhookServer::WebhookServer(ServerConfig config)
       policy_watch_(config_.policy_files) {
   certificate_ = ServingCertificate::Load(config_.tls_cert_file, config_.tls_key_file);
   metrics_.SetCertificateExpiry(certificate_->NotAfterUnix());
+  metrics_.SetInFlightMemory(config_.max_in_flight_bytes);
+  AdjustInFlightMemory();
   policy_ = std::make_shared<const core::Policy>(config_.load_policy());
   // Requests find runtimes through this, whatever UseRuntimes sets later.
   if (!config_.admit.runtimes) {
@@ -273,6 +276,44 @@ void WebhookServer::ReloadIfDue(bool force) {
 
   if (certificate_watch_.Changed()) ReloadCertificate();
   if (policy_watch_.Changed()) ReloadPolicy();
+  AdjustInFlightMemory();
+}
+
+void WebhookServer::AdjustInFlightMemory() {
+  if (!config_.memory_limit_bytes) return;
+  std::lock_guard lock(headroom_mutex_);
+  const std::optional<std::size_t> resident = memory::ResidentBytes();
+  if (!resident) return;
+  const std::size_t limit = *config_.memory_limit_bytes;
+  const std::size_t before = memory_pool_.Capacity();
+  const std::size_t capacity =
+      memory::InFlightCapacity(limit, *resident, memory_pool_.InUse(), config_.max_in_flight_bytes);
+  memory_pool_.SetCapacity(capacity);
+  metrics_.SetInFlightMemory(capacity);
+  const bool was_cut = before < config_.max_in_flight_bytes;
+  const bool cut = capacity < config_.max_in_flight_bytes;
+  if (cut == was_cut) return;
+  const log::Fields fields = {
+      {"inFlightBytes", capacity}, {"residentBytes", *resident}, {"memoryLimitBytes", limit}};
+  if (cut) {
+    log::Write(log::Level::Warn,
+               "the process is near its memory limit: reviews in flight get less memory, large "
+               "ones are refused (503)",
+               fields);
+  } else {
+    log::Write(log::Level::Info, "reviews in flight get their whole memory budget again", fields);
+  }
+}
+
+std::string WebhookServer::InFlightBudgetText() const {
+  const std::size_t capacity = memory_pool_.Capacity();
+  std::string text = "(" + std::to_string(capacity >> 20) + " MiB";
+  if (capacity < config_.max_in_flight_bytes && config_.memory_limit_bytes) {
+    text += " of " + std::to_string(config_.max_in_flight_bytes >> 20) +
+            " MiB: the process is near its " + std::to_string(*config_.memory_limit_bytes >> 20) +
+            " MiB memory limit";
+  }
+  return text + ")";
 }
 
 void WebhookServer::ReloadCertificate() {
@@ -416,12 +457,15 @@ void WebhookServer::Route(const std::shared_ptr<Exchange>& exchange) {
   if (auto refusal = CheckBodyHeaders(request.headers(), config_.max_body_bytes)) {
     return exchange->Refuse(EndpointName(route->endpoint), *refusal);
   }
-  if (!exchange->HoldBody(request.headers().content_length())) {
+  const std::size_t length = request.headers().content_length();
+  // A large body: the room under the memory limit as it is now, not as it was up to a second
+  // ago (the pages a burst just freed may still be resident).
+  if (length >= kFreshHeadroomBody) AdjustInFlightMemory();
+  if (!exchange->HoldBody(length)) {
     return exchange->Refuse(
         EndpointName(route->endpoint),
         {status_codes::ServiceUnavailable, "busy",
-         "the memory budget for reviews in flight (" +
-             std::to_string(config_.max_in_flight_bytes >> 20) + " MiB) is spent; retry",
+         "the memory budget for reviews in flight " + InFlightBudgetText() + " is spent; retry",
          /*close=*/true});
   }
   ReloadIfDue();
@@ -489,13 +533,11 @@ void WebhookServer::AnswerReview(Endpoint endpoint, std::optional<core::Mode> mo
     try {
       answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit, mode);
     } catch (const memory::BudgetExceeded& e) {
-      refusal =
-          e.Pool() ? Refusal{status_codes::ServiceUnavailable, "busy",
-                             std::string(e.what()) + " (" +
-                                 std::to_string(config_.max_in_flight_bytes >> 20) + " MiB); retry"}
-                   : Refusal{status_codes::RequestEntityTooLarge, "too_large",
-                             "reading the review needs more than its memory budget of " +
-                                 std::to_string(config_.max_review_bytes >> 20) + " MiB"};
+      refusal = e.Pool() ? Refusal{status_codes::ServiceUnavailable, "busy",
+                                   std::string(e.what()) + " " + InFlightBudgetText() + "; retry"}
+                         : Refusal{status_codes::RequestEntityTooLarge, "too_large",
+                                   "reading the review needs more than its memory budget of " +
+                                       std::to_string(config_.max_review_bytes >> 20) + " MiB"};
     } catch (const std::bad_alloc&) {
       refusal = Refusal{status_codes::ServiceUnavailable, "out_of_memory",
                         "out of memory while reading the review; retry"};

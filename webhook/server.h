@@ -43,6 +43,12 @@ struct ServerConfig {
   // buffer and the string read from it): past it a review is refused (503) and kube-apiserver
   // applies the webhook's failurePolicy. docs/limits.md: what the chart's 256Mi limit holds.
   std::size_t max_in_flight_bytes = std::size_t{128} << 20;
+  // The container's memory limit, shared with whatever else the process holds (the controller's
+  // caches): when set, the reviews in flight get at most what it leaves, re-read from the
+  // process's resident size with the files (reload_interval) and before each review of 1 MiB or
+  // more (memory/headroom.h). The chart passes it through the downward API
+  // ($CONTAINER_MEMORY_LIMIT, cli/webhook_config.cpp).
+  std::optional<std::size_t> memory_limit_bytes;
   // Also required for /readyz (empty: nothing more). The controller's self-managed mode
   // listens with a placeholder certificate and is ready only once the real one is written.
   std::function<bool()> ready_gate;
@@ -108,6 +114,13 @@ class WebhookServer {
   void AnswerReview(Endpoint endpoint, std::optional<core::Mode> mode, Exchange& exchange,
                     const std::string& body);
   void ReloadIfDue(bool force = false);
+  // Sets what the reviews in flight may hold from the room left under config_.memory_limit_bytes:
+  // with the files, and before each review whose body is kFreshHeadroomBody or more.
+  void AdjustInFlightMemory();
+  static constexpr std::size_t kFreshHeadroomBody = std::size_t{1} << 20;
+  // "(128 MiB)", or when the room under the memory limit cut it, "(8 MiB of 128 MiB: the process
+  // is near its 256 MiB memory limit)".
+  std::string InFlightBudgetText() const;
   void ReloadCertificate();
   void ReloadPolicy();
   std::shared_ptr<const core::Policy> CurrentPolicy() const;
@@ -128,6 +141,7 @@ class WebhookServer {
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};
   std::mutex reload_mutex_;
+  std::mutex headroom_mutex_;  // AdjustInFlightMemory, one at a time
 
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};

@@ -351,6 +351,36 @@ TEST(WebhookServerMemory, ReviewsPastTheInFlightBudgetAreRefusedWith503) {
   EXPECT_EQ(answer.at("uid"), "uid-1");
 }
 
+TEST(WebhookServerMemory, NearTheContainersMemoryLimitLargeReviewsAreRefusedOrdinaryOnesServed) {
+  // The rest of the process (in the chart, the controller's caches) holds more than the limit
+  // leaves: the reviews in flight get the floor, 8 MiB. A review with a 5 MiB body (held twice)
+  // is refused before it is read instead of taking the pod over its limit; an ordinary one is
+  // answered.
+  ServedWebhook webhook([](ServerConfig& config) { config.memory_limit_bytes = 1u << 20; });
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_limit_bytes 8388608"),
+            std::string::npos);
+  const std::string big = Review(BarePod()).dump() + std::string(5u << 20, ' ');
+  const std::string response = PostWhole(webhook.port(), "/validate", big);
+  EXPECT_EQ(response.rfind("HTTP/1.1 503", 0), 0u) << response.substr(0, 300);
+  EXPECT_NE(response.find("memory budget for reviews in flight (8 MiB of 128 MiB: the process is "
+                          "near its 1 MiB memory limit) is spent; retry"),
+            std::string::npos)
+      << response.substr(0, 400);
+  const Json answer =
+      Answer(Fetch(webhook.Url("/validate"), webhook.ca_file(), Review(BarePod()).dump()));
+  EXPECT_EQ(answer.at("uid"), "uid-1");
+}
+
+TEST(WebhookServerMemory, WithRoomUnderTheMemoryLimitReviewsGetTheWholeBudget) {
+  ServedWebhook webhook(
+      [](ServerConfig& config) { config.memory_limit_bytes = std::size_t{64} << 30; });
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_limit_bytes 134217728"),
+            std::string::npos);
+  const std::string big = Review(BarePod()).dump() + std::string(5u << 20, ' ');
+  const HttpResult result = Fetch(webhook.Url("/validate"), webhook.ca_file(), big);
+  EXPECT_EQ(result.status, 200) << result.body.substr(0, 300);
+}
+
 TEST_F(WebhookServerTest, AChunkedBodyWithoutContentLengthIsRefused) {
   RawTlsClient client(webhook_.port());
   client.Send(
