@@ -20,14 +20,13 @@ inline constexpr std::size_t kInFlightFloor = std::size_t{8} << 20;
 std::size_t LimitReserve(std::size_t memory_limit);
 
 // What the reviews in flight may hold together under `memory_limit`, when the process has
-// `resident` bytes resident of which `in_flight` are the reviews' own: the limit less the reserve
-// and less the rest of the process, at most `configured`, at least kInFlightFloor (or
-// `configured`, if smaller).
+// `resident` bytes resident of which `in_flight` are what the reviews allocated: the limit less
+// the reserve and less the rest of the process, at most `configured`, at least kInFlightFloor (or
+// `configured`, if smaller). A body taken from the budget but not yet read is not resident: it
+// must not be in `in_flight`, or the rest of the process would read small by it and every
+// review held so would raise the capacity by its own size.
 std::size_t InFlightCapacity(std::size_t memory_limit, std::size_t resident, std::size_t in_flight,
                              std::size_t configured);
-
-// The process's resident set size (/proc/self/statm), in bytes; nullopt where it cannot be read.
-std::optional<std::size_t> ResidentBytes();
 
 // A memory limit as the Kubernetes downward API writes it (resourceFieldRef limits.memory with
 // the default divisor: a whole number of bytes). nullopt for anything else: empty, a sign, a

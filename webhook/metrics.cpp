@@ -53,7 +53,7 @@ Metrics::Metrics(prometheus::Registry& registry)
                               .Add({})),
       in_flight_memory_(
           prometheus::BuildGauge()
-              .Name("ncclguard_webhook_in_flight_memory_limit_bytes")
+              .Name("ncclguard_webhook_in_flight_memory_budget_bytes")
               .Help("Memory the admission reviews in flight may hold together: the configured "
                     "budget, less when the process nears its container's memory limit.")
               .Register(registry)

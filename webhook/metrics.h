@@ -45,7 +45,8 @@ class Metrics {
   void CountInternalError(std::string_view endpoint);
   void CountCertificateReload(bool ok);
   void SetCertificateExpiry(std::int64_t unix_seconds);
-  // What the reviews in flight may hold together now (ServerConfig::memory_limit_bytes).
+  // The memory budget of the reviews in flight now: ServerConfig::max_in_flight_bytes, less
+  // when the rest of the process leaves less under ServerConfig::memory_limit_bytes.
   void SetInFlightMemory(std::size_t bytes);
   void CountPolicyReload(bool ok);
   // A managed job's CREATE: held by the gate, or admitted at once (its nodes validated).

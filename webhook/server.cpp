@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "log/log.h"
 #include "memory/headroom.h"
+#include "memory/resident.h"
 #include "metrics/registry.h"
 #include "webhook/review_answer.h"
 
@@ -123,6 +124,7 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
   }
   ~Exchange() {
     server_.memory_pool_.Give(body_bytes_);
+    server_.held_bodies_.fetch_sub(body_bytes_, std::memory_order_relaxed);
     --server_.in_flight_;
   }
   Exchange(const Exchange&) = delete;
@@ -135,6 +137,7 @@ class WebhookServer::Exchange : public std::enable_shared_from_this<Exchange> {
   bool HoldBody(std::size_t length) {
     if (!server_.memory_pool_.TryTake(2 * length)) return false;
     body_bytes_ = 2 * length;
+    server_.held_bodies_.fetch_add(body_bytes_, std::memory_order_relaxed);
     return true;
   }
   double Seconds() const {
@@ -282,26 +285,34 @@ void WebhookServer::ReloadIfDue(bool force) {
 void WebhookServer::AdjustInFlightMemory() {
   if (!config_.memory_limit_bytes) return;
   std::lock_guard lock(headroom_mutex_);
-  const std::optional<std::size_t> resident = memory::ResidentBytes();
+  const std::optional<std::size_t> resident = config_.resident_bytes();
   if (!resident) return;
   const std::size_t limit = *config_.memory_limit_bytes;
-  const std::size_t before = memory_pool_.Capacity();
-  const std::size_t capacity =
-      memory::InFlightCapacity(limit, *resident, memory_pool_.InUse(), config_.max_in_flight_bytes);
+  const std::size_t configured = config_.max_in_flight_bytes;
+  // What the reviews allocated: the budget in use less the bodies held for reading, which are
+  // not all resident yet.
+  const std::size_t in_use = memory_pool_.InUse();
+  const std::size_t bodies = held_bodies_.load(std::memory_order_relaxed);
+  const std::size_t allocated = in_use > bodies ? in_use - bodies : 0;
+  const std::size_t capacity = memory::InFlightCapacity(limit, *resident, allocated, configured);
   memory_pool_.SetCapacity(capacity);
   metrics_.SetInFlightMemory(capacity);
-  const bool was_cut = before < config_.max_in_flight_bytes;
-  const bool cut = capacity < config_.max_in_flight_bytes;
-  if (cut == was_cut) return;
+  // Told once a cut below half starts, and once the whole budget is back: not at every step of
+  // a process that rests near the line.
+  const bool starts = !memory_cut_ && capacity < configured / 2;
+  const bool ends = memory_cut_ && capacity >= configured;
+  if (!starts && !ends) return;
+  memory_cut_ = starts;
   const log::Fields fields = {
-      {"inFlightBytes", capacity}, {"residentBytes", *resident}, {"memoryLimitBytes", limit}};
-  if (cut) {
+      {"inFlightBudgetBytes", capacity}, {"residentBytes", *resident}, {"memoryLimitBytes", limit}};
+  if (starts) {
     log::Write(log::Level::Warn,
-               "the process is near its memory limit: reviews in flight get less memory, large "
-               "ones are refused (503)",
+               "the rest of the process leaves the reviews in flight less than half their memory "
+               "budget under the memory limit: large reviews are refused (503)",
                fields);
   } else {
-    log::Write(log::Level::Info, "reviews in flight get their whole memory budget again", fields);
+    log::Write(log::Level::Info, "the reviews in flight have their whole memory budget again",
+               fields);
   }
 }
 
@@ -310,8 +321,8 @@ std::string WebhookServer::InFlightBudgetText() const {
   std::string text = "(" + std::to_string(capacity >> 20) + " MiB";
   if (capacity < config_.max_in_flight_bytes && config_.memory_limit_bytes) {
     text += " of " + std::to_string(config_.max_in_flight_bytes >> 20) +
-            " MiB: the process is near its " + std::to_string(*config_.memory_limit_bytes >> 20) +
-            " MiB memory limit";
+            " MiB: the rest of the process leaves no more under its " +
+            std::to_string(*config_.memory_limit_bytes >> 20) + " MiB memory limit";
   }
   return text + ")";
 }

@@ -15,6 +15,7 @@
 
 #include "core/policy.h"
 #include "memory/allocation_budget.h"
+#include "memory/resident.h"
 #include "webhook/admission_handler.h"
 #include "webhook/file_watch.h"
 #include "webhook/metrics.h"
@@ -49,6 +50,8 @@ struct ServerConfig {
   // more (memory/headroom.h). The chart passes it through the downward API
   // ($CONTAINER_MEMORY_LIMIT, cli/webhook_config.cpp).
   std::optional<std::size_t> memory_limit_bytes;
+  // The process's resident size; tests give their own.
+  std::function<std::optional<std::size_t>()> resident_bytes = memory::ResidentBytes;
   // Also required for /readyz (empty: nothing more). The controller's self-managed mode
   // listens with a placeholder certificate and is ready only once the real one is written.
   std::function<bool()> ready_gate;
@@ -118,8 +121,8 @@ class WebhookServer {
   // with the files, and before each review whose body is kFreshHeadroomBody or more.
   void AdjustInFlightMemory();
   static constexpr std::size_t kFreshHeadroomBody = std::size_t{1} << 20;
-  // "(128 MiB)", or when the room under the memory limit cut it, "(8 MiB of 128 MiB: the process
-  // is near its 256 MiB memory limit)".
+  // "(128 MiB)", or when the room under the memory limit cut it, "(8 MiB of 128 MiB: the rest of
+  // the process leaves no more under its 256 MiB memory limit)".
   std::string InFlightBudgetText() const;
   void ReloadCertificate();
   void ReloadPolicy();
@@ -141,7 +144,10 @@ class WebhookServer {
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};
   std::mutex reload_mutex_;
-  std::mutex headroom_mutex_;  // AdjustInFlightMemory, one at a time
+  std::mutex headroom_mutex_;  // AdjustInFlightMemory, one at a time, and memory_cut_
+  bool memory_cut_ = false;    // the budget was cut below half, and has not come back whole
+  // What the exchanges took from memory_pool_ for their bodies before reading them.
+  std::atomic<std::size_t> held_bodies_{0};
 
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};

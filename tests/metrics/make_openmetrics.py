@@ -36,7 +36,7 @@ def gauge_value(name, target, labels, t, start):
         return 1
     if name == "ncclguard_webhook_certificate_expiry_timestamp_seconds":
         return start + 60 * 86400
-    if name == "ncclguard_webhook_in_flight_memory_limit_bytes":
+    if name == "ncclguard_webhook_in_flight_memory_budget_bytes":
         return 128 * 1024 * 1024
     if name == "ncclguard_probe_last_run_timestamp_seconds":
         return t - (t % 300)

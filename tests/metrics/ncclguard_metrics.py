@@ -75,7 +75,7 @@ METRICS = {
         {"endpoint": "mutate"}, {"endpoint": "validate"}])),
     "ncclguard_webhook_certificate_expiry_timestamp_seconds": ("gauge", _both([{}])),
     "ncclguard_webhook_certificate_reloads_total": ("counter", _both([{"result": "success"}])),
-    "ncclguard_webhook_in_flight_memory_limit_bytes": ("gauge", _both([{}])),
+    "ncclguard_webhook_in_flight_memory_budget_bytes": ("gauge", _both([{}])),
     # Controller (queues and reconciles on the leader only).
     "ncclguard_controller_reconcile_total": ("counter", _leader([
         {"controller": "trainingjob", "result": "success"}, {"controller": "trainingjob", "result": "requeue_after"},

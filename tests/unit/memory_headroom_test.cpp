@@ -1,6 +1,7 @@
 // What the webhook's reviews in flight may hold under the container's memory limit, which they
 // share with the controller's caches (memory/headroom.h).
 #include "memory/headroom.h"
+#include "memory/resident.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ TEST(MemoryHeadroom, TheControllersCachesCutWhatTheReviewsMayHold) {
   // At 5,000 nodes and 100k pods the controller holds about 150 MiB at its peak: 256 - 32 - 150.
   EXPECT_EQ(memory::InFlightCapacity(Mebibytes(256), Mebibytes(150), 0, Mebibytes(128)),
             Mebibytes(74));
-  // What the reviews already hold is theirs, not the rest of the process's.
+  // What the reviews allocated is theirs, not the rest of the process's.
   EXPECT_EQ(memory::InFlightCapacity(Mebibytes(256), Mebibytes(190), Mebibytes(40), Mebibytes(128)),
             Mebibytes(74));
   // A larger limit reserves an eighth of itself.
@@ -40,8 +41,7 @@ TEST(MemoryHeadroom, AProcessAtItsLimitStillTakesOrdinaryReviews) {
   // Never above what was configured, the floor included.
   EXPECT_EQ(memory::InFlightCapacity(Mebibytes(256), Mebibytes(250), 0, Mebibytes(1)),
             Mebibytes(1));
-  // Nor below zero when the reviews are counted with more than is resident (a body taken from
-  // the pool before the listener has read it).
+  // Nor below zero when the reviews allocated more than is resident yet (blocks not touched).
   EXPECT_EQ(memory::InFlightCapacity(Mebibytes(256), Mebibytes(10), Mebibytes(60), Mebibytes(128)),
             Mebibytes(128));
 }

@@ -5,18 +5,23 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace ncclguard::test {
 namespace {
 
-// Sets a variable for one test and restores what was there.
+// Sets a variable (nullptr: unsets it) for one test and restores what was there.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
   }
   ~ScopedEnv() {
     if (old_) {
@@ -42,7 +47,7 @@ TEST(WebhookConfig, TheContainersMemoryLimitComesFromTheDownwardApi) {
     const ScopedEnv limit("CONTAINER_MEMORY_LIMIT", "268435456");
     EXPECT_EQ(Config().memory_limit_bytes, std::size_t{256} << 20);
   }
-  ::unsetenv("CONTAINER_MEMORY_LIMIT");
+  const ScopedEnv none("CONTAINER_MEMORY_LIMIT", nullptr);
   EXPECT_EQ(Config().memory_limit_bytes, std::nullopt);
 }
 

@@ -7,9 +7,13 @@
 #include <openssl/evp.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "controlplane_env.h"
 #include "core/guide.h"
@@ -357,13 +361,13 @@ TEST(WebhookServerMemory, NearTheContainersMemoryLimitLargeReviewsAreRefusedOrdi
   // is refused before it is read instead of taking the pod over its limit; an ordinary one is
   // answered.
   ServedWebhook webhook([](ServerConfig& config) { config.memory_limit_bytes = 1u << 20; });
-  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_limit_bytes 8388608"),
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_budget_bytes 8388608"),
             std::string::npos);
   const std::string big = Review(BarePod()).dump() + std::string(5u << 20, ' ');
   const std::string response = PostWhole(webhook.port(), "/validate", big);
   EXPECT_EQ(response.rfind("HTTP/1.1 503", 0), 0u) << response.substr(0, 300);
-  EXPECT_NE(response.find("memory budget for reviews in flight (8 MiB of 128 MiB: the process is "
-                          "near its 1 MiB memory limit) is spent; retry"),
+  EXPECT_NE(response.find("memory budget for reviews in flight (8 MiB of 128 MiB: the rest of the "
+                          "process leaves no more under its 1 MiB memory limit) is spent; retry"),
             std::string::npos)
       << response.substr(0, 400);
   const Json answer =
@@ -374,11 +378,55 @@ TEST(WebhookServerMemory, NearTheContainersMemoryLimitLargeReviewsAreRefusedOrdi
 TEST(WebhookServerMemory, WithRoomUnderTheMemoryLimitReviewsGetTheWholeBudget) {
   ServedWebhook webhook(
       [](ServerConfig& config) { config.memory_limit_bytes = std::size_t{64} << 30; });
-  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_limit_bytes 134217728"),
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_budget_bytes 134217728"),
             std::string::npos);
   const std::string big = Review(BarePod()).dump() + std::string(5u << 20, ' ');
   const HttpResult result = Fetch(webhook.Url("/validate"), webhook.ca_file(), big);
   EXPECT_EQ(result.status, 200) << result.body.substr(0, 300);
+}
+
+TEST(WebhookServerMemory, ReviewsWaitingForTheirBodiesDoNotRaiseTheRoom) {
+  // The rest of the process holds 40 MiB: the 92 MiB limit leaves the reviews 20 MiB (32 MiB
+  // reserved). Two reviews announce 4 MiB bodies and stall: 16 MiB held, not yet resident. Those
+  // are the reviews', not the rest of the process's: a third finds 4 MiB of room, not 20 MiB
+  // more, and is refused before its body is read.
+  static std::atomic<std::size_t> resident{std::size_t{40} << 20};
+  ServedWebhook webhook([](ServerConfig& config) {
+    config.memory_limit_bytes = std::size_t{92} << 20;
+    config.resident_bytes = [] { return std::optional<std::size_t>(resident.load()); };
+    config.reload_interval = std::chrono::milliseconds(0);
+  });
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_budget_bytes 20971520"),
+            std::string::npos);
+  const std::string body = Review(BarePod()).dump() + std::string(4u << 20, ' ');
+  const std::string head =
+      "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  std::vector<std::unique_ptr<RawTlsClient>> stalled;
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(std::make_unique<RawTlsClient>(webhook.port()));
+    stalled.back()->Send(head + body.substr(0, 100));
+  }
+  // Once both stalled bodies are held, the third is refused; until then it may be answered.
+  HttpResult third;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    third = Fetch(webhook.Url("/validate"), webhook.ca_file(), body);
+    if (third.status == 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(third.status, 503) << third.body.substr(0, 300);
+  EXPECT_NE(third.body.find("(20 MiB of 128 MiB: the rest of the process leaves no more under its "
+                            "92 MiB memory limit)"),
+            std::string::npos)
+      << third.body.substr(0, 400);
+  stalled.clear();
+  // The rest of the process shrinks: the next review finds the room the limit leaves (92 MiB
+  // less 32 reserved) and is answered.
+  resident = 0;
+  EXPECT_EQ(Fetch(webhook.Url("/validate"), webhook.ca_file(), body).status, 200);
+  EXPECT_NE(Metrics(webhook).find("ncclguard_webhook_in_flight_memory_budget_bytes 62914560"),
+            std::string::npos);
 }
 
 TEST_F(WebhookServerTest, AChunkedBodyWithoutContentLengthIsRefused) {
