@@ -18,6 +18,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_BUILD_DIR:-$root/build}
 # shellcheck source=../scripts/controlplane/versions.sh disable=SC1091
 source "$root/scripts/controlplane/versions.sh"
+# shellcheck source=bench/kueue_lib.sh
+source "$root/bench/kueue_lib.sh"
 runs=${RUNS:-3}
 workloads=${WORKLOADS:-200}
 nodes=${NODES:-4}
@@ -100,17 +102,8 @@ EOF
 
 : >"$work/results"
 for run in $(seq "$runs"); do
-  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1
-  # shellcheck disable=SC2016 # a literal $PATH in the pattern
-  bin=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")
+  kueue_control_plane "$root"/crds/{nodevalidation,ncclpolicy}.yaml
   env_file=$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env
-  kubeconfig=$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig
-  k() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
-  for crd in "$kueue_src"/config/components/crd/bases/kueue.x-k8s.io_*.yaml \
-    "$root"/crds/{nodevalidation,ncclpolicy}.yaml; do
-    k apply --server-side -f "$crd" >/dev/null
-  done
-  k wait --for condition=established --timeout=60s crd --all >/dev/null
   k create namespace kueue-system >/dev/null
   k create namespace bench >/dev/null
   health=$(free_port)

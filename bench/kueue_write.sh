@@ -10,6 +10,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=../scripts/controlplane/versions.sh disable=SC1091
 source "$root/scripts/controlplane/versions.sh"
+# shellcheck source=bench/kueue_lib.sh
+source "$root/bench/kueue_lib.sh"
 runs=${RUNS:-3}
 writes=${WRITES:-2000}
 forms=${FORMS:-apply,json-patch,merge-patch}
@@ -26,14 +28,7 @@ trap cleanup EXIT
 
 : >"$work/results"
 for run in $(seq "$runs"); do
-  "$root/scripts/controlplane.sh" start >"$work/cp.log" 2>&1 || { cat "$work/cp.log" >&2; exit 1; }
-  # shellcheck disable=SC2016 # a literal $PATH in the pattern
-  bin=$(sed -n 's/^export PATH=\(.*\):"\$PATH"$/\1/p' "$work/cp.log")
-  k() { "$bin/kubectl" --kubeconfig "$NCCLGUARD_CONTROLPLANE_DIR/kubeconfig" "$@"; }
-  for crd in "$kueue_src"/config/components/crd/bases/kueue.x-k8s.io_*.yaml; do
-    k apply --server-side -f "$crd" >/dev/null
-  done
-  k wait --for condition=established --timeout=60s crd --all >/dev/null
+  kueue_control_plane
   k create namespace bench >/dev/null
   env_file=$NCCLGUARD_CONTROLPLANE_DIR/controlplane.env
   field() { sed -n "s/^$1=//p" "$env_file"; }
