@@ -26,25 +26,29 @@ constexpr std::size_t kIndexFrom = 16;
 using Members = Json::object_t::Container;
 Members& MembersOf(Json& object) { return object.get_ref<Json::object_t&>(); }
 
-// Frees a tree without allocating. nlohmann's destructor moves a container's items onto a stack
-// it allocates, as large as the container: after a refused allocation (a memory budget spent
-// mid-read) that would take as much memory again. Recurses as deep as the tree nests, which the
-// reader bounds.
-void Dismantle(Json& value) noexcept {
+// Frees a tree without allocating, to `depth_left` levels (below them the caller's pop_back
+// frees the rest nlohmann's way). nlohmann's destructor moves a container's items onto a stack it
+// allocates, as large as the container: after a refused allocation (a memory budget spent
+// mid-read) that would take as much memory again, and on every review it is slower.
+void FreeBelow(Json& value, std::size_t depth_left) noexcept {
+  if (depth_left == 0) return;
   if (value.is_array()) {
     auto& items = value.get_ref<Json::array_t&>();
     while (!items.empty()) {
-      Dismantle(items.back());
+      FreeBelow(items.back(), depth_left - 1);
       items.pop_back();
     }
   } else if (value.is_object()) {
     Members& members = MembersOf(value);
     while (!members.empty()) {
-      Dismantle(members.back().second);
+      FreeBelow(members.back().second, depth_left - 1);
       members.pop_back();
     }
   }
 }
+
+// The reader's trees nest no deeper than its limit: freed whole, without allocating.
+void Dismantle(Json& value) noexcept { FreeBelow(value, std::numeric_limits<std::size_t>::max()); }
 
 // The bytes that end a plain run inside a string: the closing quote, an escape, a control
 // character (which must be escaped) and the first byte of a multi-byte UTF-8 sequence (checked).
@@ -551,6 +555,11 @@ Json ReadJsonStreamingList(std::string_view text, std::string_view list_member,
   Reader reader(text, 0, options.max_depth);
   reader.StreamList(list_member, on_item);
   return reader.Read(/*whole=*/true);
+}
+
+void FreeJson(Json& tree) noexcept {
+  FreeBelow(tree, kFreeJsonDepth);
+  tree = nullptr;
 }
 
 }  // namespace ncclguard::core

@@ -52,4 +52,25 @@ Json ReadJsonStreamingList(std::string_view text, std::string_view list_member,
                            const std::function<void(Json&& item)>& on_item,
                            const JsonReadOptions& options = {});
 
+// Frees `tree` (leaving null) without allocating and without nlohmann's destructor, which
+// moves every container's items onto a stack it allocates as large as the container: freeing
+// a review's trees that way was a seventh of the webhook's instructions. Recurses as deep as the
+// tree nests, to kFreeJsonDepth levels (past them nlohmann's destructor frees what is left);
+// the reader's trees nest at most JsonReadOptions::max_depth.
+inline constexpr std::size_t kFreeJsonDepth = 512;
+void FreeJson(Json& tree) noexcept;
+
+// FreeJson on a tree when the scope ends: declared after the tree, it runs before the tree's
+// own destructor, which then has nothing left to free.
+class FreeJsonAtExit {
+ public:
+  explicit FreeJsonAtExit(Json& tree) : tree_(tree) {}
+  ~FreeJsonAtExit() { FreeJson(tree_); }
+  FreeJsonAtExit(const FreeJsonAtExit&) = delete;
+  FreeJsonAtExit& operator=(const FreeJsonAtExit&) = delete;
+
+ private:
+  Json& tree_;
+};
+
 }  // namespace ncclguard::core

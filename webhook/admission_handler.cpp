@@ -9,6 +9,7 @@
 #include "core/engine.h"
 #include "core/errors.h"
 #include "core/gate.h"
+#include "core/json_reader.h"
 #include "core/kueue.h"
 #include "core/rule.h"
 #include "core/workload.h"
@@ -98,6 +99,7 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     core::Evaluation evaluation =
         core::Evaluate(std::move(request.object), workload, policy,
                        {.pod_rules = true, .job_rules = false, .check_rules = false});
+    const core::FreeJsonAtExit free_fixed(evaluation.fixed);
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     for (core::Json& op : gate_ops) evaluation.patch.push_back(std::move(op));
     if (!evaluation.patch.empty()) {
@@ -195,6 +197,7 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
   core::Evaluation evaluation =
       core::Evaluate(std::move(request.object), workload, policy, options);
+  const core::FreeJsonAtExit free_fixed(evaluation.fixed);
   std::vector<core::Finding> findings = std::move(evaluation.findings);
   if (request.operation == "UPDATE") {
     findings = NewSince(std::move(findings), request.old_object, policy, options);

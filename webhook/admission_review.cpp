@@ -66,6 +66,7 @@ void CheckObjectKind(const core::Json& object, const GroupVersionKind& claimed) 
 
 AdmissionRequest ParseAdmissionReview(std::string_view body) {
   core::Json review;
+  const core::FreeJsonAtExit free_review(review);
   try {
     review = core::ReadJson(body, {.max_depth = kMaxNesting});
   } catch (const core::JsonReadError& e) {

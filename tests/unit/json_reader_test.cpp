@@ -396,5 +396,47 @@ TEST(JsonReader, AnAllocationRefusedAnywhereFailsTheReadAloneAndLeavesNothingAll
   EXPECT_EQ(read, 3u);
 }
 
+// A wide tree: a list of objects, each with a list of strings past the small-string size.
+Json WideTree() {
+  Json tree = Json::array();
+  for (int i = 0; i < 200; ++i) {
+    Json item = Json::object();
+    item["name"] = "an object of the list, number " + std::to_string(i);
+    item["values"] = Json::array({"a string longer than sixteen bytes", Json::object(), 7});
+    tree.push_back(std::move(item));
+  }
+  return tree;
+}
+
+TEST(JsonReader, FreeJsonFreesATreeWithoutAllocating) {
+  // The webhook frees its reviews' trees so: nothing allocated while freeing (nlohmann's
+  // destructor allocates a stack as large as each container first), the tree left null.
+  Json tree = WideTree();
+  {
+    memory::BudgetScope budget(std::size_t{1} << 30, nullptr);
+    core::FreeJson(tree);
+    EXPECT_EQ(budget.Peak(), 0u);
+    EXPECT_LT(budget.Allocated(), 0);
+  }
+  EXPECT_TRUE(tree.is_null());
+  // What it saves: the library's own destructor allocates while freeing the same tree.
+  Json other = WideTree();
+  memory::BudgetScope budget(std::size_t{1} << 30, nullptr);
+  other = nullptr;
+  EXPECT_GT(budget.Peak(), 0u);
+}
+
+TEST(JsonReader, FreeJsonFreesATreeDeeperThanItRecursesTheLibrarysWay) {
+  // Past kFreeJsonDepth levels the rest goes to nlohmann's destructor, which does not recurse.
+  Json tree = Json::array();
+  Json* node = &tree;
+  for (std::size_t depth = 0; depth < 20 * core::kFreeJsonDepth; ++depth) {
+    node->push_back(Json::array());
+    node = &node->back();
+  }
+  core::FreeJson(tree);
+  EXPECT_TRUE(tree.is_null());
+}
+
 }  // namespace
 }  // namespace ncclguard::test
