@@ -53,10 +53,10 @@ Json ReadJsonStreamingList(std::string_view text, std::string_view list_member,
                            const JsonReadOptions& options = {});
 
 // Frees `tree` (leaving null) without allocating and without nlohmann's destructor, which
-// moves every container's items onto a stack it allocates as large as the container: freeing
-// a review's trees that way was a seventh of the webhook's instructions. Recurses as deep as the
-// tree nests, to kFreeJsonDepth levels (past them nlohmann's destructor frees what is left);
-// the reader's trees nest at most JsonReadOptions::max_depth.
+// moves every container's items onto a stack it allocates as large as the container (a seventh
+// of the webhook's instructions a review went to it; freed this way, 18 K of 1,030 K fewer).
+// Recurses as deep as the tree nests, to kFreeJsonDepth levels (past them nlohmann's destructor
+// frees what is left); the reader's trees nest at most JsonReadOptions::max_depth.
 inline constexpr std::size_t kFreeJsonDepth = 512;
 void FreeJson(Json& tree) noexcept;
 
