@@ -544,8 +544,10 @@ void WebhookServer::AnswerReview(Endpoint endpoint, std::optional<core::Mode> mo
     try {
       answer = webhook::AnswerReview(endpoint, body, *CurrentPolicy(), config_.admit, mode);
     } catch (const memory::BudgetExceeded& e) {
+      // The pool: said as the refusal before the body is read says it.
       refusal = e.Pool() ? Refusal{status_codes::ServiceUnavailable, "busy",
-                                   std::string(e.what()) + " " + InFlightBudgetText() + "; retry"}
+                                   "the memory budget for reviews in flight " +
+                                       InFlightBudgetText() + " is spent; retry"}
                          : Refusal{status_codes::RequestEntityTooLarge, "too_large",
                                    "reading the review needs more than its memory budget of " +
                                        std::to_string(config_.max_review_bytes >> 20) + " MiB"};

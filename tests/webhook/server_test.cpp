@@ -355,6 +355,25 @@ TEST(WebhookServerMemory, ReviewsPastTheInFlightBudgetAreRefusedWith503) {
   EXPECT_EQ(answer.at("uid"), "uid-1");
 }
 
+TEST(WebhookServerMemory, AReviewThatOutgrowsTheInFlightBudgetWhileReadIsRefusedWith503) {
+  // The body fits the budget; the tree read from it does not: refused as the body would have
+  // been, then the next review is answered.
+  ServedWebhook webhook([](ServerConfig& config) { config.max_in_flight_bytes = 1u << 20; });
+  Json pod = BarePod();
+  Json& finalizers = pod["metadata"]["finalizers"] = Json::array();
+  for (int i = 0; i < 60000; ++i) finalizers.push_back("x");  // 4 bytes of text, 48 of tree
+  const std::string body = Review(pod).dump();
+  ASSERT_LT(2 * body.size(), std::size_t{1} << 20);
+  const HttpResult refused = Fetch(webhook.Url("/validate"), webhook.ca_file(), body);
+  EXPECT_EQ(refused.status, 503) << refused.body.substr(0, 300);
+  EXPECT_NE(refused.body.find("the memory budget for reviews in flight (1 MiB) is spent; retry"),
+            std::string::npos)
+      << refused.body.substr(0, 300);
+  const Json answer =
+      Answer(Fetch(webhook.Url("/validate"), webhook.ca_file(), Review(BarePod()).dump()));
+  EXPECT_EQ(answer.at("uid"), "uid-1");
+}
+
 TEST(WebhookServerMemory, NearTheContainersMemoryLimitLargeReviewsAreRefusedOrdinaryOnesServed) {
   // The rest of the process (in the chart, the controller's caches) holds more than the limit
   // leaves: the reviews in flight get the floor, 8 MiB. A review with a 5 MiB body (held twice)
