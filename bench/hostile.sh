@@ -47,9 +47,7 @@ cli "lint, 100k labels (YAML, 1.7 MB)" lint "$work/keys.yaml"
 cli "fix, 10,000 containers (1.7 MB)" fix "$work/containers.json"
 cli "lint, alias bomb (516 bytes)" lint "$work/bomb.yaml"
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=127.0.0.1 \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+loopback_certificate
 port=18944
 "$binary" webhook --listen "127.0.0.1:$port" --tls-cert-file "$work/tls.crt" \
   --tls-key-file "$work/tls.key" --threads 4 2>"$work/webhook.log" &

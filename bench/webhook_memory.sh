@@ -37,9 +37,7 @@ stop_server() {
 }
 trap 'stop_server; rm -rf "$work"' EXIT
 python3 "$root/bench/hostile/inputs.py" "$work"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-  -keyout "$work/tls.key" -out "$work/tls.crt" -subj /CN=127.0.0.1 \
-  -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+loopback_certificate
 
 # make_cgroup: a memory cgroup below this shell's own, with the limit and no swap.
 if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
