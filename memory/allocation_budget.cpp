@@ -22,19 +22,20 @@ constinit thread_local BudgetScope* t_scope = nullptr;
 // BudgetScope, before it counts anything; read by every allocation inside a scope.
 std::atomic<bool> g_size_classes_known{false};
 
+// Once a process: later scopes find the answer already stored.
 void LearnSizeClasses() {
-  static const bool known = [] {
-    if (nallocx == nullptr) return false;
+  [[maybe_unused]] static const bool learnt = [] {
+    bool known = nallocx != nullptr;
     for (const std::size_t size : {std::size_t{129}, std::size_t{4097}, std::size_t{70000}}) {
+      if (!known) break;
       void* probe = std::malloc(size);
-      const bool same = probe != nullptr && malloc_usable_size(probe) == JemallocSizeClass(size) &&
-                        nallocx(size, 0) == JemallocSizeClass(size);
+      known = probe != nullptr && malloc_usable_size(probe) == JemallocSizeClass(size) &&
+              nallocx(size, 0) == JemallocSizeClass(size);
       std::free(probe);
-      if (!same) return false;
     }
+    g_size_classes_known.store(known, std::memory_order_relaxed);
     return true;
   }();
-  g_size_classes_known.store(known, std::memory_order_relaxed);
 }
 
 // The bytes a block of `size` (asked of malloc, no extra alignment) holds. On jemalloc, computed
