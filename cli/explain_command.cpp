@@ -75,7 +75,9 @@ void PrintEntry(const CatalogEntry& entry, const core::Policy& policy) {
                       : " (the worst status it reports)");
   }
   std::cout << "\n  what:   " << entry.summary << "\n  fix:    " << entry.remedy
-            << "\n  guide:  " << core::GuideLink(policy.guide_base_url, entry.slug) << "\n";
+            << "\n  guide:  " << core::GuideLink(policy.guide_base_url, entry.slug);
+  if (!entry.slug_note.empty()) std::cout << ", or " << entry.slug_note;
+  std::cout << "\n";
 }
 
 std::string Padded(std::string_view text, std::size_t width) {
@@ -132,7 +134,8 @@ void PrintTable(FindingKind kind, std::string_view what, const core::Policy& pol
       std::cout << (rule != nullptr ? ScopeName(rule->Info().scope) : "") << " | ";
     }
     std::cout << "[" << entry.slug << "](" << core::GuideLink(policy.guide_base_url, entry.slug)
-              << ") | " << Cell(entry.summary) << " | " << Cell(entry.remedy) << " |\n";
+              << ")" << (entry.slug_note.empty() ? "" : ", or " + Cell(entry.slug_note)) << " | "
+              << Cell(entry.summary) << " | " << Cell(entry.remedy) << " |\n";
   }
 }
 
@@ -205,6 +208,7 @@ void PrintJson(const core::Policy& policy) {
                    {"remedy", entry.remedy},
                    {"slug", entry.slug},
                    {"guide", core::GuideLink(policy.guide_base_url, entry.slug)}});
+    if (!entry.slug_note.empty()) all.back()["guideNote"] = entry.slug_note;
   }
   std::cout << all.dump(2) << "\n";
 }

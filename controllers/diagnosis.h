@@ -32,11 +32,13 @@ struct DiagnosisContext {
 
 struct DiagnosisInfo {
   std::string_view id;    // kebab-case (docs/contract.md); listed in docs/rules.md
-  std::string_view slug;  // guide section
+  std::string_view slug;  // guide section (Diagnosis::Slug may name another for a cause)
   // Lower runs first; the highest-ranked diagnosis found names the NcclDiagnosis condition.
   int rank;
   std::string_view summary;  // what it is seen in, one sentence
   std::string_view remedy;   // one sentence, appended to Event notes
+  // When Diagnosis::Slug names another section for a cause: which one, in words (`explain`).
+  std::string_view slug_note = {};
 };
 
 // One runtime diagnosis: one file in controllers/diagnoses/, registered by id with its
@@ -50,6 +52,9 @@ class Diagnosis {
   // What this diagnosis sees in the job, one line per pod/container/node ("" = nothing).
   // Lines must be stable for a stable state: Events are de-duplicated on their text.
   virtual std::vector<std::string> Find(const DiagnosisContext& context) const = 0;
+  // The guide section its Event and condition link for what Find saw: the registered one, unless
+  // the cause decides (the gate's hold links the section of what held the job).
+  virtual std::string_view Slug(const DiagnosisContext& /*context*/) const { return info_.slug; }
 
  private:
   DiagnosisInfo info_;
@@ -61,6 +66,7 @@ using DiagnosisRegistry = core::Registry<Diagnosis>;
 struct DiagnosisFinding {
   const Diagnosis* diagnosis;
   std::vector<std::string> lines;
+  std::string_view slug;  // the guide section to link (Diagnosis::Slug)
 };
 
 // A log finding as one diagnosis line: its message and its first evidence line.

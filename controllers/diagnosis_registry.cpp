@@ -18,7 +18,7 @@ std::vector<DiagnosisFinding> Diagnose(const DiagnosisContext& context) {
         if (f.id == diagnosis->Info().id) lines.push_back(LogFindingLine(f));
       }
     }
-    if (!lines.empty()) findings.push_back({diagnosis, std::move(lines)});
+    if (!lines.empty()) findings.push_back({diagnosis, std::move(lines), diagnosis->Slug(context)});
   }
   return findings;
 }
@@ -30,7 +30,7 @@ namespace ncclguard::core {
 void RegistryTraits<controllers::Diagnosis>::OnRegister(const controllers::Diagnosis& diagnosis) {
   const controllers::DiagnosisInfo& info = diagnosis.Info();
   Catalog::Register({info.id, FindingKind::Diagnosis, FindingLevel::Warn, info.slug, info.summary,
-                     info.remedy, info.rank});
+                     info.remedy, info.rank, info.slug_note});
 }
 
 }  // namespace ncclguard::core

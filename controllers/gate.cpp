@@ -14,11 +14,11 @@
 namespace ncclguard::controllers {
 namespace {
 
-// The guide section of a node check or diagnosis; a check id a NodeValidation names that this
-// build does not know links the EFA section, where node validation is explained.
-std::string_view SlugOf(std::string_view id) {
-  const core::CatalogEntry* entry = core::Catalog::Find(id);
-  return entry != nullptr ? entry->slug : "efa-config";
+// The guide section of a node check; a check id a NodeValidation names that this build does not
+// know links the gate's own section, where node validation is explained.
+std::string_view SlugOf(std::string_view check) {
+  const core::CatalogEntry* entry = core::Catalog::Find(check);
+  return entry != nullptr ? entry->slug : kTooFewNodesSlug;
 }
 
 std::string StatusField(const Json& object, const char* key) {
@@ -197,9 +197,13 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
     return {true, "NoValidationNeeded",
             "no GPU pod template with a known instance type: the gate does not apply"};
   }
-  std::string held;
+  // The held types' parts in order: a count, then its causes, then the other nodes' standing.
+  struct Part {
+    std::string text;
+    std::optional<std::string_view> slug;  // set for a cause
+  };
+  std::vector<Part> parts;
   std::string admitted;
-  std::string link;
   for (const NodeDemand& demand : demands) {
     const NodeSupply s = CountNodes(demand, view, policy);
     if (s.counted >= s.needed) {
@@ -208,34 +212,56 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
                   std::to_string(s.needed) + " needed";
       continue;
     }
-    if (!held.empty()) held += "; ";
-    held += std::to_string(s.counted) + "/" + std::to_string(s.needed) + " " + s.instance_type +
-            " nodes validated";
+    parts.push_back({std::to_string(s.counted) + "/" + std::to_string(s.needed) + " " +
+                         s.instance_type + " nodes validated",
+                     std::nullopt});
     if (!s.failed_node.empty()) {
-      held += "; node " + s.failed_node + " failed";
-      if (!s.failed_check.empty()) held += " " + s.failed_check + ": " + s.failed_detail;
-      if (link.empty() && !s.failed_check.empty()) {
-        link = core::GuideLink(policy.guide_base_url, SlugOf(s.failed_check));
-      }
+      std::string text = "node " + s.failed_node + " failed";
+      if (!s.failed_check.empty()) text += " " + s.failed_check + ": " + s.failed_detail;
+      // A failure without a check id says nothing of its section: the gate's own.
+      parts.push_back(
+          {std::move(text), s.failed_check.empty() ? kTooFewNodesSlug : SlugOf(s.failed_check)});
     }
     if (!s.unhealthy_node.empty()) {
-      held += "; node " + s.unhealthy_node + " passed validation but " + s.unhealthy_why;
+      std::string text = "node " + s.unhealthy_node + " passed validation but " + s.unhealthy_why;
       if (s.hyperpod_unhealthy > 1) {
-        held += " (" + std::to_string(s.hyperpod_unhealthy - 1) + " more HyperPod marks unhealthy)";
+        text += " (" + std::to_string(s.hyperpod_unhealthy - 1) + " more HyperPod marks unhealthy)";
       }
-      if (link.empty()) link = core::GuideLink(policy.guide_base_url, "sagemaker-hyperpod");
+      parts.push_back({std::move(text), std::string_view("sagemaker-hyperpod")});
     }
-    std::vector<std::string> others;
-    if (s.failed > 1) others.push_back(std::to_string(s.failed - 1) + " more failed validation");
-    if (s.unprobed > 0) others.push_back(std::to_string(s.unprobed) + " not yet validated");
-    if (s.cordoned > 0) others.push_back(std::to_string(s.cordoned) + " cordoned");
-    for (std::size_t i = 0; i < others.size(); ++i) held += (i == 0 ? "; " : ", ") + others[i];
+    std::string others;
+    const auto other = [&](std::int64_t count, std::string_view what) {
+      if (count <= 0) return;
+      if (!others.empty()) others += ", ";
+      others += std::to_string(count) + " " + std::string(what);
+    };
+    other(s.failed - 1, "more failed validation");
+    other(s.unprobed, "not yet validated");
+    other(s.cordoned, "cordoned");
+    if (!others.empty()) parts.push_back({std::move(others), std::nullopt});
   }
-  if (held.empty()) return {true, "ValidatedNodesAvailable", admitted};
-  if (link.empty()) {
-    link = core::GuideLink(policy.guide_base_url, SlugOf("insufficient-validated-nodes"));
+  if (parts.empty()) return {true, "ValidatedNodesAvailable", admitted};
+
+  // The first cause's section leads; causes of several sections each carry their own link.
+  std::vector<std::string_view> slugs;
+  for (const Part& part : parts) {
+    if (part.slug && std::find(slugs.begin(), slugs.end(), *part.slug) == slugs.end()) {
+      slugs.push_back(*part.slug);
+    }
   }
-  return {false, "InsufficientValidatedNodes", held + " \u2014 see " + link};
+  GateVerdict verdict{false, "InsufficientValidatedNodes", "",
+                      slugs.empty() ? kTooFewNodesSlug : slugs.front(), ""};
+  for (const Part& part : parts) {
+    if (!verdict.held_for.empty()) verdict.held_for += "; ";
+    verdict.held_for += part.text;
+    if (slugs.size() > 1 && part.slug) {
+      verdict.held_for += " (see " + core::GuideLink(policy.guide_base_url, *part.slug) + ")";
+    }
+  }
+  verdict.message = slugs.size() > 1 ? verdict.held_for
+                                     : verdict.held_for + " \u2014 see " +
+                                           core::GuideLink(policy.guide_base_url, verdict.slug);
+  return verdict;
 }
 
 core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_) {

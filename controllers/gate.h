@@ -37,10 +37,22 @@ NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
 NodeStanding StandingOf(const Json& node, const Json* validation, const core::Policy& policy,
                         bool count_unvalidated, std::string* unhealthy_why = nullptr);
 
+// The guide section of a hold with no other cause than too few validated nodes (the gate is
+// explained in the EFA section), and the one the diagnosis insufficient-validated-nodes registers.
+// A node that failed a check links that check's section, a node HyperPod marks unhealthy
+// #sagemaker-hyperpod (EvaluateGate).
+inline constexpr std::string_view kTooFewNodesSlug = "efa-config";
+
 struct GateVerdict {
   bool release = false;
   std::string reason;   // NcclPreflight reason
-  std::string message;  // NcclPreflight message, with the guide link when held
+  std::string message;  // NcclPreflight message; when held, each cause with its guide link
+  // When held, the one source of the hold's guide section for everything that reports it (the
+  // condition, the diagnosis and its Event, the Kueue AdmissionCheck, audit's WouldHold): the
+  // section of the first cause. `held_for` is the message without the trailing link: the whole
+  // message when its causes have sections of their own, each linked where it is named.
+  std::string_view slug = {};
+  std::string held_for = {};
 };
 
 // Whether the held job may start now. `demands` come from NodeDemands.

@@ -379,12 +379,13 @@ class JobReconcile {
       for (const std::string& line : f.lines) note += (note.empty() ? "" : "; ") + line;
       Event("Warning", core::ReasonFromId(d.id), "Diagnose",
             std::string(d.id) + ": " + note + ". " + std::string(d.remedy) + " \u2014 see " +
-                Link(policy_, d.slug),
+                Link(policy_, f.slug),
             std::string(d.id));
     }
 
     if (!findings.empty()) {
-      const DiagnosisInfo& top = findings.front().diagnosis->Info();
+      const DiagnosisFinding& first = findings.front();
+      const DiagnosisInfo& top = first.diagnosis->Info();
       std::string message = std::string(top.id) + ": " + findings.front().lines.front();
       if (findings.size() > 1) {
         for (std::size_t i = 1; i < findings.size(); ++i) {
@@ -393,7 +394,7 @@ class JobReconcile {
         }
         message += ")";
       }
-      message += " \u2014 see " + Link(policy_, top.slug);
+      message += " \u2014 see " + Link(policy_, first.slug);
       SetCondition({std::string(core::kDiagnosisCondition), "True", core::ReasonFromId(top.id),
                     message, std::nullopt});
       return;

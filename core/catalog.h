@@ -29,6 +29,9 @@ struct CatalogEntry {
   // Place among its kind: the order the probe runs checks in, a diagnosis's rank (the first
   // found names the NcclDiagnosis condition); rules are 0, listed by id.
   int order = 0;
+  // Set when what is found decides the section linked (the gate's hold links its cause's):
+  // which section, in words.
+  std::string_view slug_note = {};
 };
 
 // Filled during static initialisation (every entry registered from its own file, so the

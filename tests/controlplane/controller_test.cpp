@@ -395,6 +395,50 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
   EXPECT_GT(MetricOr0("ncclguard_rest_client_requests_total{code=\"201\",method=\"POST\"}"), 0);
 }
 
+// The scenario on a real API server: two nodes, both passed by the probe, one of them
+// marked by HyperPod for replacement. The hold's guide section is HyperPod's in the condition,
+// the diagnosis and its Event alike (the Event used to link the diagnosis' own registration,
+// #efa-config, whatever held the job).
+TEST_F(ControllerTest, AJobHeldForANodeHyperPodReplacesLinksTheHyperPodSectionEverywhere) {
+  AddNode("a", "Pass");
+  AddNode("b", "Pass");
+  const KubeResponse marked = client_->Request(
+      "PATCH", "/api/v1/nodes/" + namespace_ + "-b",
+      json{
+          {"metadata",
+           {{"labels",
+             {{"sagemaker.amazonaws.com/node-health-status", "UnschedulablePendingReplacement"}}}}}}
+          .dump(),
+      "application/merge-patch+json");
+  ASSERT_EQ(marked.status, 200) << marked.body;
+  Start(Options());
+  ASSERT_EQ(client_->Post(PyTorchJobs(), PyTorchJob("llama", 1, true)).status, 201);
+  ASSERT_TRUE(Eventually([&] { return HeldWithEvent(PyTorchJobs() + "/llama", "llama"); }, 30s));
+
+  const std::string link =
+      " \u2014 see https://github.com/ncclguard/ncclguard/blob/main/docs/"
+      "guide.md#sagemaker-hyperpod";
+  const auto ends_with_link = [&](const std::string& text) {
+    return text.size() > link.size() &&
+           text.compare(text.size() - link.size(), link.size(), link) == 0 &&
+           text.find("#efa-config") == std::string::npos;
+  };
+  const json held = Get(PyTorchJobs() + "/llama");
+  const std::string preflight = ConditionOf(held, "NcclPreflight").value("message", "");
+  EXPECT_NE(preflight.find("node " + namespace_ +
+                           "-b passed validation but HyperPod marks it "
+                           "UnschedulablePendingReplacement"),
+            std::string::npos)
+      << preflight;
+  EXPECT_TRUE(ends_with_link(preflight)) << preflight;
+  const json diagnosis = ConditionOf(held, "NcclDiagnosis");
+  EXPECT_EQ(diagnosis.value("reason", ""), "InsufficientValidatedNodes") << held.dump();
+  EXPECT_TRUE(ends_with_link(diagnosis.value("message", ""))) << diagnosis.dump();
+  const std::vector<std::string> notes = EventNotes("llama", "InsufficientValidatedNodes");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(ends_with_link(notes[0])) << notes[0];
+}
+
 TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed) {
   const auto diagnosed = [](const std::string& id) {
     return MetricOr0("ncclguard_diagnoses_total{diagnosis=\"" + id + "\"}");

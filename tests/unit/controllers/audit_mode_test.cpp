@@ -204,43 +204,13 @@ TEST(NamespaceMode, TheLabelElseThePolicy) {
 }
 
 // A Workload with quota reserved for 4 p5 pods and our check "preflight" Pending.
-Json QueuedWorkload() {
-  const Json gpu = {
-      {"spec",
-       {{"containers", Json::array({{{"name", "trainer"},
-                                     {"image", "trainer:1"},
-                                     {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}})}}}};
-  return {
-      {"apiVersion", "kueue.x-k8s.io/v1beta2"},
-      {"kind", "Workload"},
-      {"metadata", {{"name", "pytorchjob-llama-1a2b3"}, {"namespace", "team-a"}, {"uid", "u1"}}},
-      {"spec", {{"podSets", Json::array({{{"name", "worker"}, {"count", 4}, {"template", gpu}}})}}},
-      {"status",
-       {{"conditions", Json::array({{{"type", "QuotaReserved"},
-                                     {"status", "True"},
-                                     {"lastTransitionTime", controllers::FormatTime(kNow)}}})},
-        {"admission",
-         {{"podSetAssignments",
-           Json::array(
-               {{{"name", "worker"}, {"count", 4}, {"flavors", {{"nvidia.com/gpu", "p5"}}}}})}}},
-        {"admissionChecks",
-         Json::array({{{"name", "preflight"},
-                       {"state", "Pending"},
-                       {"message", ""},
-                       {"lastTransitionTime", controllers::FormatTime(kNow)}}})}}}};
-}
+Json QueuedWorkload() { return QueuedP5Workload("team-a", 4, kNow); }
 
 class AuditKueue : public AuditGate {
  protected:
   void SetUp() override {
     AuditGate::SetUp();
-    objects_.preflight_checks = {"preflight"};
-    objects_.flavor = [](std::string_view name) -> std::optional<Json> {
-      if (name != "p5") return std::nullopt;
-      return Json{
-          {"metadata", {{"name", "p5"}}},
-          {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", "p5.48xlarge"}}}}}};
-    };
+    objects_ = P5KueueObjects();
   }
   Json Entry(const Json& workload) {
     const auto result =

@@ -159,7 +159,8 @@ TEST(Diagnoses, ManyPodsAreSummarised) {
 TEST(Diagnoses, InsufficientValidatedNodesOnlyWhileHeld) {
   EXPECT_TRUE(Find("insufficient-validated-nodes", {}).empty());
   const controllers::GateVerdict held{false, "InsufficientValidatedNodes",
-                                      "1/2 p5.48xlarge nodes validated \u2014 see x#efa-config"};
+                                      "1/2 p5.48xlarge nodes validated \u2014 see x#efa-config",
+                                      "efa-config", "1/2 p5.48xlarge nodes validated"};
   EXPECT_EQ(
       Find("insufficient-validated-nodes", {}, {}, &held),
       std::vector<std::string>{"held by the ncclguard gate: 1/2 p5.48xlarge nodes validated"});

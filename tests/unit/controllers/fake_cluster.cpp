@@ -278,4 +278,42 @@ Json EfaFailure() {
                        {"message", "30 of 32 EFA devices"}}});
 }
 
+Json QueuedP5Workload(const std::string& ns, int pods, controllers::Timestamp reserved) {
+  const Json gpu = {
+      {"spec",
+       {{"containers", Json::array({{{"name", "trainer"},
+                                     {"image", "trainer:1"},
+                                     {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}}}}})}}}};
+  return {
+      {"apiVersion", "kueue.x-k8s.io/v1beta2"},
+      {"kind", "Workload"},
+      {"metadata", {{"name", "pytorchjob-llama-1a2b3"}, {"namespace", ns}, {"uid", "u1"}}},
+      {"spec",
+       {{"podSets", Json::array({{{"name", "worker"}, {"count", pods}, {"template", gpu}}})}}},
+      {"status",
+       {{"conditions", Json::array({{{"type", "QuotaReserved"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", controllers::FormatTime(reserved)}}})},
+        {"admission",
+         {{"podSetAssignments",
+           Json::array(
+               {{{"name", "worker"}, {"count", pods}, {"flavors", {{"nvidia.com/gpu", "p5"}}}}})}}},
+        {"admissionChecks",
+         Json::array({{{"name", "preflight"},
+                       {"state", "Pending"},
+                       {"message", ""},
+                       {"lastTransitionTime", controllers::FormatTime(reserved)}}})}}}};
+}
+
+controllers::KueueObjects P5KueueObjects() {
+  controllers::KueueObjects objects;
+  objects.preflight_checks = {"preflight"};
+  objects.flavor = [](std::string_view name) -> std::optional<Json> {
+    if (name != "p5") return std::nullopt;
+    return Json{{"metadata", {{"name", "p5"}}},
+                {"spec", {{"nodeLabels", {{"node.kubernetes.io/instance-type", "p5.48xlarge"}}}}}};
+  };
+  return objects;
+}
+
 }  // namespace ncclguard::test

@@ -9,6 +9,8 @@
 
 #include "controllers/actions.h"
 #include "controllers/cluster_view.h"
+#include "controllers/kueue_check.h"
+#include "controllers/timestamps.h"
 
 namespace ncclguard::test {
 
@@ -84,5 +86,11 @@ Json KubeflowPod(const std::string& ns, const std::string& job, const std::strin
 // A terminated container status.
 Json Terminated(const std::string& container, int exit_code, const std::string& reason,
                 const std::string& message = "");
+// A Kueue Workload in `ns` with quota reserved at `reserved` for `pods` 8-GPU pods (pod set
+// "worker", flavor "p5"), our check "preflight" Pending.
+Json QueuedP5Workload(const std::string& ns, int pods, controllers::Timestamp reserved);
+// The Kueue objects the preflight check reads: our check "preflight" and the ResourceFlavor "p5"
+// of p5.48xlarge nodes.
+controllers::KueueObjects P5KueueObjects();
 
 }  // namespace ncclguard::test
