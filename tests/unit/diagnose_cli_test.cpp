@@ -23,6 +23,19 @@ TEST(DiagnoseCli, SocketFallbackExitsOneWithTheGuideLink) {
   EXPECT_EQ(r.out.find("0123456789abcdef0123456789abcdef01234567"), std::string::npos);
 }
 
+// A hang at the first collective whose log names its cause: the security group (section 2) comes
+// before the watchdog's timeout it led to.
+TEST(DiagnoseCli, AnUnansweredEfaHandshakeLinksTheSecurityGroupSection) {
+  const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("security-group.log")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const core::Json findings = core::Json::parse(r.out);
+  ASSERT_EQ(findings.size(), 2u) << r.out;
+  EXPECT_EQ(findings[0]["id"], "efa-peer-unreachable");
+  EXPECT_EQ(findings[0]["lines"], core::Json::array({9}));
+  EXPECT_NE(findings[0]["guide"].get<std::string>().find("#security-group"), std::string::npos);
+  EXPECT_EQ(findings[1]["id"], "nccl-watchdog-timeout");
+}
+
 TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
   const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("rank0-peer-closed.log"),
                          LogFixturePath("rank1-oom.log")});

@@ -244,6 +244,23 @@ TEST(LogMemoryRegistration, PluginLibfabricAndVerbsFailuresAreFound) {
   }
 }
 
+// The guide's section 17 line, and rdma-core's errno wording (NCCL's ibvwrap and its verbs
+// wrappers print "failed with error %s errno %d").
+TEST(LogMemoryRegistration, ABareErrnoTwelveIsMemlockToo) {
+  for (const std::string line :
+       {"h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed, got error (12)",
+        "h:1:2 [0] misc/ibvwrap.cc:215 NCCL WARN Call to ibv_reg_mr_iova2 failed with error "
+        "Cannot allocate memory errno 12"}) {
+    const auto found = ScanOne(line + "\n").Of("memory-registration-failed");
+    ASSERT_EQ(found.size(), 1u) << line;
+  }
+  // Another errno is not ENOMEM.
+  EXPECT_TRUE(ScanOne("h:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Bad address "
+                      "errno 120\n")
+                  .Of("memory-registration-failed")
+                  .empty());
+}
+
 TEST(LogMemoryRegistration, InvalidArgumentAndOtherEnomemAreNot) {
   const Result r = ScanOne(
       "h:1:2 [0] NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, "
@@ -251,6 +268,46 @@ TEST(LogMemoryRegistration, InvalidArgumentAndOtherEnomemAreNot) {
       "OSError: [Errno 12] Cannot allocate memory\n"
       "h:1:2 [0] NCCL INFO NET/OFI Registering memory with the domain\n");
   EXPECT_TRUE(r.Of("memory-registration-failed").empty());
+}
+
+// --- an EFA peer that does not answer (security group) --------------------------------------
+
+// Lines as aws-ofi-nccl prints them (its "Request %p completed with error. RC: %d. Error: %d (%s)"
+// with libfabric's EFA error strings from efa_errno.h, and its fi_av_insert failures in the
+// sendrecv and rdma protocols and the connection manager); addresses and ids made up.
+TEST(LogEfaPeerUnreachable, TheProvidersAndThePluginsWordingsAreFound) {
+  for (const std::string line :
+       {"node-0:194:713 [0] NCCL WARN NET/OFI Request 0x7f456c224810 completed with error. RC: "
+        "103. Error: 4126 (Unresponsive receiver (reachable by EFA device but handshake failed) My "
+        "EFA addr: fi_addr_efa://[fe80::1]:0:142160333 My host id: i-0123456789abcdef0 Peer EFA "
+        "addr: fi_addr_efa://[fe80::2]:0:1879318055 Peer host id: N/A)",
+        "node-0:194:713 [0] NCCL WARN NET/OFI Request 0x7f456c224810 completed with error. RC: "
+        "103. Error: 4124 (Unresponsive receiver (connection previously established))",
+        "node-0:194:713 [0] NCCL WARN NET/OFI Request 0x7f2b completed with error. RC: 113. "
+        "Error: 15 (Unreachable remote (never received a response))",
+        "node-0:194:713 [0] NCCL WARN NET/OFI Unable to insert remote address into address "
+        "vector for device 0. RC: Invalid argument",
+        "node-0:194:713 [0] NCCL WARN NET/OFI CM: Unable to insert remote address into address "
+        "vector for device."}) {
+    const Result r = ScanOne("before\n" + line + "\nafter\n");
+    const auto found = r.Of("efa-peer-unreachable");
+    ASSERT_EQ(found.size(), 1u) << line;
+    EXPECT_EQ(found[0].evidence[0].line, 2u);
+    EXPECT_NE(found[0].message.find("self-referencing rule"), std::string::npos);
+  }
+  const core::CatalogEntry* entry = core::Catalog::Find("efa-peer-unreachable");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->slug, "security-group");
+}
+
+TEST(LogEfaPeerUnreachable, ConnectionSetupAndOtherRequestErrorsAreNot) {
+  const Result r = ScanOne(
+      "node-0:194:712 [0] NCCL INFO Channel 00/0 : 3[0] -> 0[0] [receive] via "
+      "NET/Libfabric/0/GDRDMA\n"
+      "node-0:194:713 [0] NCCL INFO NET/OFI Inserting remote address into address vector\n"
+      "node-0:194:713 [0] NCCL WARN NET/OFI Request 0x7f2b completed with error. RC: 13. Error: "
+      "13 (Remote error)\n");
+  EXPECT_TRUE(r.Of("efa-peer-unreachable").empty());
 }
 
 // --- CUDA OOM ------------------------------------------------------------------------------
