@@ -51,7 +51,7 @@ ncclguard=${NCCLGUARD_BIN:-$build/cli/ncclguard}
 driver=${BENCH_DRIVER:-$build/bench/scale/ncclguard_scale_bench}
 
 work=$(mktemp -d)
-controller_pid="" sampler_pid="" run=0 step="build" failed_command="" failed_runs=()
+controller_pid="" sampler_pid="" driver_pid="" run=0 step="build" failed_command="" failed_runs=()
 export NCCLGUARD_CONTROLPLANE_DIR=$work/cp
 # What failed first, for the report on exit (errtrace: within functions too): the line's text
 # where the command is a function's `return`.
@@ -73,6 +73,7 @@ cleanup() {
   # child's status would end the trap here and leave the rest running.
   set +e
   trap - ERR
+  [[ -n $driver_pid ]] && kill "$driver_pid" 2>/dev/null && wait "$driver_pid" 2>/dev/null
   [[ -n $sampler_pid ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
   [[ -n $controller_pid ]] && kill "$controller_pid" 2>/dev/null && wait "$controller_pid" 2>/dev/null
   ((status != 0)) && keep_logs "$work/logs-run$run"
@@ -100,6 +101,9 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+# Interrupted: the EXIT trap then sees the signal's status, says so and keeps the logs.
+trap 'failed_command="interrupted (SIGINT)"; exit 130' INT
+trap 'failed_command="interrupted (SIGTERM)"; exit 143' TERM
 
 if [[ -z ${NCCLGUARD_SKIP_BUILD:-} ]]; then
   "$root/scripts/build.sh" ncclguard ncclguard_scale_bench >"$work/build.err" 2>&1
@@ -119,7 +123,11 @@ drive() {
   local phase=$1 rc=0
   shift
   step="run$run-$phase"
-  "$driver" "$@" >"$work/$step.json" 2>"$work/$step.err" || rc=$?
+  # In the background: a signal to this script is taken at once, not when the phase ends.
+  "$driver" "$@" >"$work/$step.json" 2>"$work/$step.err" &
+  driver_pid=$!
+  wait "$driver_pid" || rc=$?
+  driver_pid=""
   ((rc == 0)) && return 0
   if ! python3 -c 'import json, sys; json.loads(open(sys.argv[1]).readline())' \
     "$work/$step.json" 2>/dev/null; then

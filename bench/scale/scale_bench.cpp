@@ -487,9 +487,11 @@ int Jobs(Client& client, const ncclguard::kube::ClientConfig& config, int namesp
 
 int Churn(Client& client, const ncclguard::kube::ClientConfig& config, int namespaces, int first,
           int seconds, double per_second, int pod_seconds) {
+  // Jobs seen released, kept when deleted: once the churn has gone through the <first> jobs
+  // before it (seconds * per second > first), it deletes the oldest of its own.
   KeySet released;
   Watcher job_watch(config, resources::Jobs(), [&](auto& key, auto& job, bool deleted) {
-    released.Update(key, !deleted && Released(job));
+    if (!deleted && Released(job)) released.Update(key, true);
   });
   // The oldest jobs first: PyTorchJobs and Jobs alike, by number.
   int oldest = 0, next = first, deleted = 0, created = 0;
