@@ -687,6 +687,19 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
   const ReleaseOrder order =
       JudgeRackReleases(released.Snapshot(), passed.Snapshot(), writes, jobs);
   for (const std::string& line : order.errors) std::cerr << "scale_bench: rack: " << line << "\n";
+  if (!order.errors.empty()) {
+    // Last: scale.sh takes the driver's last line for why the run failed.
+    const auto names = [](const std::vector<std::string>& jobs_named) {
+      std::string joined;
+      for (const std::string& name : jobs_named) joined += (joined.empty() ? "" : " ") + name;
+      return joined;
+    };
+    std::cerr << "scale_bench: rack: " << order.early_jobs.size() << " of " << jobs
+              << " jobs released before the write that completed their count (a gate bug)"
+              << (order.early_jobs.empty() ? "" : ": " + names(order.early_jobs)) << "; "
+              << order.not_released.size() << " not released"
+              << (order.not_released.empty() ? "" : ": " + names(order.not_released)) << "\n";
+  }
   Json result = {{"rack_nodes", nodes},
                  {"rack_jobs", jobs},
                  {"released", order.from_return.size()},
