@@ -87,7 +87,8 @@ def main():
         for line in open(path):
             if line.strip():
                 r = json.loads(line)
-                by_size[(r["nodes"], r["jobs"])].append(r)
+                if not r.get("failed"):  # a failed run's figures are in its line, not the graph
+                    by_size[(r["nodes"], r["jobs"])].append(r)
         sets.append((label, by_size))
     xs = sorted({size for _, by_size in sets for size in by_size})
 

@@ -3,8 +3,11 @@
 
   scale_report.py run <work dir> <run> <jobs> <nodes> <idle kB> <stable kB> <peak kB> <pods>
                       "<apiserver cpu> <controller cpu>" x3 (start, jobs, end)
-                      <jobs json> <churn json> <rack json> <setup json> <uptime>
+                      <jobs json> <churn json> <rack json> <setup json> <uptime> <failed>
   scale_report.py medians <results file>
+
+<failed>: why the run failed ("" when it did not): its line carries it, and the medians leave it
+out.
 
 The controller's requests come from the API server's audit log (the controller's own user,
 Metadata level); <work dir>/audit.marks holds the line each phase ended at.
@@ -75,7 +78,7 @@ def queue_depth_max(path):
 
 def run(argv):
     (work, run_no, jobs, nodes, idle_kb, stable_kb, peak_kb, pods, cpu0, cpu1, cpu2, jobs_json,
-     churn_json, rack_json, setup_json, uptime) = argv
+     churn_json, rack_json, setup_json, uptime, failed) = argv
     jobs, nodes = int(jobs), int(nodes)
     cpu0, cpu1, cpu2 = ([float(x) for x in c.split()] for c in (cpu0, cpu1, cpu2))
     phases = audit_phases(work)
@@ -158,13 +161,19 @@ def run(argv):
         "rack_writes": dict(sorted(rack_writes.items())),
         "uptime": uptime.strip(),
     }
+    if failed:
+        result["failed"] = failed
     print(json.dumps(result))
 
 
 def medians(path):
-    rows = [json.loads(line) for line in open(path) if line.strip()]
+    every = [json.loads(line) for line in open(path) if line.strip()]
+    for r in every:
+        if r.get("failed"):
+            print(f"scale: run {r['run']} FAILED ({r['failed']}): its line above, not in the medians")
+    rows = [r for r in every if not r.get("failed")]
     if not rows:
-        print("scale: no runs")
+        print("scale: no run passed")
         return
 
     def med(get):
@@ -204,7 +213,16 @@ def medians(path):
     print(f"  repaired rack ({r0['rack'].get('rack_nodes')} nodes over {r0['rack'].get('writes_s')} s, "
           f"{r0['rack'].get('rack_jobs')} held jobs): release latency p50 "
           f"{med(lambda r: r['rack'].get('p50_s')):.3f} s, p99 {med(lambda r: r['rack'].get('p99_s')):.3f} s "
-          f"(target <= 1 s), max {med(lambda r: r['rack'].get('max_s')):.3f} s")
+          f"(target <= 1 s), max {med(lambda r: r['rack'].get('max_s')):.3f} s, from the completing "
+          f"write's return")
+    if all("from_start_p99_s" in r["rack"] for r in rows):
+        print(f"    from the completing write's start: p50 "
+              f"{med(lambda r: r['rack']['from_start_p50_s']):.3f} s, p99 "
+              f"{med(lambda r: r['rack']['from_start_p99_s']):.3f} s, max "
+              f"{med(lambda r: r['rack']['from_start_max_s']):.3f} s; released before their count "
+              f"in etcd's order: {', '.join(str(r['rack']['released_early']) for r in rows)}; seen "
+              f"before the completing write returned: "
+              f"{', '.join(str(r['rack']['seen_before_write_returned']) for r in rows)} (by run)")
     if all("validation_watch_lag_p99_s" in r["rack"] for r in rows):
         print(f"    the API server's delivery of a NodeValidation's Pass to a watch: p50 "
               f"{med(lambda r: r['rack']['validation_watch_lag_p50_s']):.3f} s, p99 "
@@ -215,7 +233,7 @@ def medians(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 2 and sys.argv[1] == "run" and len(sys.argv) == 18:
+    if len(sys.argv) >= 2 and sys.argv[1] == "run" and len(sys.argv) == 19:
         run(sys.argv[2:])
     elif len(sys.argv) == 3 and sys.argv[1] == "medians":
         medians(sys.argv[2])

@@ -16,10 +16,12 @@
 //   rack   <kubeconfig> <nodes> <jobs> <seconds>
 //          the repaired rack: <nodes> p5e.48xlarge kwok nodes whose NodeValidations say Fail,
 //          <jobs> held Indexed Jobs needing 16-64 of them; then the NodeValidations turn Pass
-//          one by one over <seconds>; per job, the time from the write that completed its count
-//          to its release seen on a watch; per NodeValidation, from its write returning to its
-//          Pass seen on a watch (the API server's delivery: the floor under a release); per job,
-//          from that Pass seen to its release seen (the controller, and one more delivery)
+//          one by one over <seconds>; per job, whether its release came after the write that
+//          completed its count in etcd's order (resourceVersions; one before it is a gate bug and
+//          fails the run, naming the job), and the time from that write's start and from its
+//          return to the release seen on a watch; per NodeValidation, from its write returning to
+//          its Pass seen on a watch (the API server's delivery); per job, from that Pass seen to
+//          its release seen (the controller, and one more delivery)
 //   hold   <kubeconfig> <namespace> <count> <nodes>
 //          <count> gated Indexed Jobs in <namespace> (opted in) needing 16-64 p5e.48xlarge nodes,
 //          of which <nodes> pass: the jobs needing more stay held (the fault bench)
@@ -30,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -319,13 +322,28 @@ class Watcher {
   std::thread thread_;
 };
 
+// Where a resourceVersion stands in etcd's order. Kubernetes asks clients to treat
+// resourceVersions as opaque; within one etcd they are its revisions, one global increasing count
+// over every object, so this bench (against its own control plane, one etcd) compares them to
+// tell which of two writes to different objects came first, without clocks. 0: none.
+std::uint64_t EtcdOrder(const Json& object) {
+  return std::strtoull(object["metadata"].value("resourceVersion", std::string("0")).c_str(),
+                       nullptr, 10);
+}
+
+// When a key was first seen satisfying the predicate, and the resourceVersion of that state.
+struct Seen {
+  Clock::time_point at;
+  std::uint64_t resource_version = 0;
+};
+
 // The set of keys whose latest state satisfies a predicate, fed by a Watcher.
 class KeySet {
  public:
-  void Update(const std::string& key, bool in) {
+  void Update(const std::string& key, bool in, const Json* object = nullptr) {
     std::lock_guard lock(mutex_);
     if (in) {
-      keys_.emplace(key, Clock::now());
+      keys_.emplace(key, Seen{Clock::now(), object != nullptr ? EtcdOrder(*object) : 0});
     } else {
       keys_.erase(key);
     }
@@ -338,14 +356,14 @@ class KeySet {
     std::lock_guard lock(mutex_);
     return keys_.count(key) != 0;
   }
-  std::map<std::string, Clock::time_point> Snapshot() const {
+  std::map<std::string, Seen> Snapshot() const {
     std::lock_guard lock(mutex_);
     return keys_;
   }
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::string, Clock::time_point> keys_;  // key -> when first seen satisfying
+  std::map<std::string, Seen> keys_;  // key -> when first seen satisfying
 };
 
 bool ManagedService(const Json& service) {
@@ -459,14 +477,21 @@ int Jobs(Client& client, const ncclguard::kube::ClientConfig& config, int namesp
       count, pytorch_jobs, pods, created, done, timed_out ? "true" : "false",
       served.Count() - served_before, released.Count() - released_before,
       operator_makes_pods ? "training-operator" : "driver", Since(pods_start));
+  if (timed_out) {
+    std::cerr << "scale_bench: jobs: after 1800 s, " << served.Count() - served_before << " of "
+              << count << " jobs served and " << released.Count() - released_before
+              << " released\n";
+  }
   return timed_out ? 1 : 0;
 }
 
 int Churn(Client& client, const ncclguard::kube::ClientConfig& config, int namespaces, int first,
           int seconds, double per_second, int pod_seconds) {
+  // Jobs seen released, kept when deleted: once the churn has gone through the <first> jobs
+  // before it (seconds * per second > first), it deletes the oldest of its own.
   KeySet released;
   Watcher job_watch(config, resources::Jobs(), [&](auto& key, auto& job, bool deleted) {
-    released.Update(key, !deleted && Released(job));
+    if (!deleted && Released(job)) released.Update(key, true);
   });
   // The oldest jobs first: PyTorchJobs and Jobs alike, by number.
   int oldest = 0, next = first, deleted = 0, created = 0;
@@ -508,6 +533,10 @@ int Churn(Client& client, const ncclguard::kube::ClientConfig& config, int names
   }
   std::printf("{\"churn_s\":%d,\"deleted\":%d,\"created\":%d,\"released\":%d,\"next\":%d}\n",
               seconds, deleted, created, new_released, next);
+  if (new_released != created) {
+    std::cerr << "scale_bench: churn: " << new_released << " of the " << created
+              << " jobs created released within 30 s of the last\n";
+  }
   return new_released == created ? 0 : 1;
 }
 
@@ -520,6 +549,76 @@ double Percentile(std::vector<double> values, double p) {
 
 int RackNeeds(int j) { return 16 + (j * 37) % 49; }
 
+double Round(double value, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::round(value * scale) / scale;
+}
+
+// One NodeValidation's turn to Pass in the repaired rack.
+struct RackWrite {
+  Clock::time_point start, returned;
+  std::uint64_t resource_version = 0;  // of the object the write returned
+};
+
+// The rack's releases judged against the writes that completed their counts. Early is decided by
+// etcd's order alone: a job whose release has a lower resourceVersion than the write that made
+// its count reach its need was released on fewer nodes than it needs (a gate bug). By the clocks,
+// a release may be seen before that write's answer has returned to this process (the API server
+// commits, then answers; a thread waits to run): that is within the write's round trip and counted
+// apart, not early. Latencies are taken from the write's start and from its return.
+struct ReleaseOrder {
+  std::vector<double> from_start, from_return, round_trips, watch_lags, after_seen;
+  std::vector<std::string> early_jobs, not_released, errors;
+  int seen_before_write_returned = 0;
+};
+
+ReleaseOrder JudgeRackReleases(const std::map<std::string, Seen>& released,
+                               const std::map<std::string, Seen>& passed,
+                               const std::vector<RackWrite>& writes, int jobs) {
+  const auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  ReleaseOrder order;
+  for (int j = 0; j < jobs; ++j) {
+    const std::string name = "rack-" + std::to_string(j);
+    const auto release = released.find(std::string(kRackNamespace) + "/" + name);
+    const int completing = RackNeeds(j) - 1;  // node k's Pass makes k + 1 nodes pass
+    const std::string completing_node = "rack-node-" + std::to_string(completing);
+    if (release == released.end()) {
+      order.not_released.push_back(name);
+      order.errors.push_back("job " + std::string(kRackNamespace) + "/" + name +
+                             " not released within 60 s of the last write (needs " +
+                             std::to_string(RackNeeds(j)) + " nodes)");
+      continue;
+    }
+    const RackWrite& write = writes[static_cast<std::size_t>(completing)];
+    if (release->second.resource_version < write.resource_version) {
+      order.early_jobs.push_back(name);
+      order.errors.push_back(
+          "job " + std::string(kRackNamespace) + "/" + name + " released at resourceVersion " +
+          std::to_string(release->second.resource_version) + ", before the write that completed " +
+          "its count of " + std::to_string(RackNeeds(j)) + " nodes (" + completing_node +
+          "'s Pass, resourceVersion " + std::to_string(write.resource_version) +
+          "): released early, a gate bug");
+    }
+    order.from_start.push_back(seconds(write.start, release->second.at));
+    order.from_return.push_back(seconds(write.returned, release->second.at));
+    if (release->second.at < write.returned) ++order.seen_before_write_returned;
+    // From this process's watch seeing the completing Pass: the controller's share, plus one
+    // watch delivery of the release.
+    const auto pass = passed.find("/" + completing_node);
+    if (pass != passed.end())
+      order.after_seen.push_back(seconds(pass->second.at, release->second.at));
+  }
+  for (std::size_t k = 0; k < writes.size(); ++k) {
+    order.round_trips.push_back(seconds(writes[k].start, writes[k].returned));
+    const auto pass = passed.find("/rack-node-" + std::to_string(k));
+    if (pass != passed.end())
+      order.watch_lags.push_back(seconds(writes[k].returned, pass->second.at));
+  }
+  return order;
+}
+
 int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes, int jobs,
          int seconds) {
   CreateNamespace(client, kRackNamespace);
@@ -531,12 +630,16 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
                         [&](auto& key, auto& service, bool deleted) {
                           served.Update(key, !deleted && ManagedService(service));
                         });
-  Watcher job_watch(
-      config, resources::Jobs().In(kRackNamespace),
-      [&](auto& key, auto& job, bool deleted) { released.Update(key, !deleted && Released(job)); });
-  // The floor under a release's latency: when a watch (this one, like the controller's) sees a
-  // NodeValidation's Pass, after the write that made it returned. A release cannot come sooner
-  // than this, and is seen another watch delivery later.
+  // A watch delivers every version of a job in etcd's order, so the first released version seen
+  // is the release's own write (one patch sets suspend=false and the gate annotation); after a
+  // relist (410) it may be a later version, which can only make a release look later, not early.
+  Watcher job_watch(config, resources::Jobs().In(kRackNamespace),
+                    [&](auto& key, auto& job, bool deleted) {
+                      released.Update(key, !deleted && Released(job), &job);
+                    });
+  // When a watch (this one, like the controller's) sees a NodeValidation's Pass: the API
+  // server's delivery, which the controller's watch waits for too before it can count the node;
+  // the release is seen another watch delivery later.
   KeySet passed;
   Watcher validation_watch(
       config, resources::NodeValidations(), [&](auto& key, auto& validation, bool deleted) {
@@ -556,62 +659,68 @@ int Rack(Client& client, const ncclguard::kube::ClientConfig& config, int nodes,
   if (released.Count() != 0) {
     std::printf("{\"error\":\"%zu rack jobs released before any node passed\"}\n",
                 released.Count());
+    std::cerr << "scale_bench: rack: " << released.Count()
+              << " jobs released before any rack node passed (a gate bug)\n";
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  // The repair: node k's NodeValidation turns Pass at k * seconds / nodes.
-  std::vector<Clock::time_point> written(static_cast<std::size_t>(nodes));
+  // The repair: node k's NodeValidation turns Pass at k * seconds / nodes; each write's start,
+  // return and resourceVersion (its place in etcd's order).
+  std::vector<RackWrite> writes(static_cast<std::size_t>(nodes));
   const auto start = Clock::now();
   for (int k = 0; k < nodes; ++k) {
     std::this_thread::sleep_until(
         start + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(static_cast<double>(seconds) * k / nodes)));
-    client.PatchStatus(resources::NodeValidations().Named("rack-node-" + std::to_string(k)),
-                       ncclguard::kube::PatchType::kMerge,
-                       ValidationStatus(kRackInstanceType, true));
-    written[static_cast<std::size_t>(k)] = Clock::now();
+    RackWrite& write = writes[static_cast<std::size_t>(k)];
+    write.start = Clock::now();
+    const Json validation = client.PatchStatus(
+        resources::NodeValidations().Named("rack-node-" + std::to_string(k)),
+        ncclguard::kube::PatchType::kMerge, ValidationStatus(kRackInstanceType, true));
+    write.returned = Clock::now();
+    write.resource_version = EtcdOrder(validation);
   }
   const auto end = Clock::now();
   while (released.Count() < static_cast<std::size_t>(jobs) && Since(end) < 60) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const auto seen = released.Snapshot();
-  const auto seen_pass = passed.Snapshot();
-  std::vector<double> latencies, after_seen;
-  int early = 0;
-  for (int j = 0; j < jobs; ++j) {
-    const auto it = seen.find(std::string(kRackNamespace) + "/rack-" + std::to_string(j));
-    if (it == seen.end()) continue;
-    const int completing = RackNeeds(j) - 1;
-    const double latency =
-        std::chrono::duration<double>(it->second - written[static_cast<std::size_t>(completing)])
-            .count();
-    if (latency < 0) ++early;
-    latencies.push_back(latency);
-    // From this process's watch seeing the completing Pass: the controller's share, plus one
-    // watch delivery of the release.
-    const auto pass = seen_pass.find("/rack-node-" + std::to_string(completing));
-    if (pass != seen_pass.end()) {
-      after_seen.push_back(std::chrono::duration<double>(it->second - pass->second).count());
-    }
+  const ReleaseOrder order =
+      JudgeRackReleases(released.Snapshot(), passed.Snapshot(), writes, jobs);
+  for (const std::string& line : order.errors) std::cerr << "scale_bench: rack: " << line << "\n";
+  if (!order.errors.empty()) {
+    // Last: scale.sh takes the driver's last line for why the run failed.
+    const auto names = [](const std::vector<std::string>& jobs_named) {
+      std::string joined;
+      for (const std::string& name : jobs_named) joined += (joined.empty() ? "" : " ") + name;
+      return joined;
+    };
+    std::cerr << "scale_bench: rack: " << order.early_jobs.size() << " of " << jobs
+              << " jobs released before the write that completed their count (a gate bug)"
+              << (order.early_jobs.empty() ? "" : ": " + names(order.early_jobs)) << "; "
+              << order.not_released.size() << " not released"
+              << (order.not_released.empty() ? "" : ": " + names(order.not_released)) << "\n";
   }
-  std::vector<double> watch_lags;
-  for (int k = 0; k < nodes; ++k) {
-    const auto pass = seen_pass.find("/rack-node-" + std::to_string(k));
-    if (pass == seen_pass.end()) continue;
-    watch_lags.push_back(
-        std::chrono::duration<double>(pass->second - written[static_cast<std::size_t>(k)]).count());
-  }
-  std::printf(
-      "{\"rack_nodes\":%d,\"rack_jobs\":%d,\"released\":%zu,\"released_early\":%d,"
-      "\"writes_s\":%.1f,\"p50_s\":%.3f,\"p99_s\":%.3f,\"max_s\":%.3f,"
-      "\"validation_watch_lag_p50_s\":%.3f,\"validation_watch_lag_p99_s\":%.3f,"
-      "\"after_pass_seen_p50_s\":%.3f,\"after_pass_seen_p99_s\":%.3f}\n",
-      nodes, jobs, latencies.size(), early, std::chrono::duration<double>(end - start).count(),
-      Percentile(latencies, 0.5), Percentile(latencies, 0.99), Percentile(latencies, 1.0),
-      Percentile(watch_lags, 0.5), Percentile(watch_lags, 0.99), Percentile(after_seen, 0.5),
-      Percentile(after_seen, 0.99));
-  return latencies.size() == static_cast<std::size_t>(jobs) && early == 0 ? 0 : 1;
+  Json result = {{"rack_nodes", nodes},
+                 {"rack_jobs", jobs},
+                 {"released", order.from_return.size()},
+                 {"released_early", order.early_jobs.size()},
+                 {"early_jobs", order.early_jobs},
+                 {"not_released", order.not_released},
+                 {"seen_before_write_returned", order.seen_before_write_returned},
+                 {"writes_s", Round(std::chrono::duration<double>(end - start).count(), 1)}};
+  const auto percentiles = [&](const std::string& prefix, const std::vector<double>& values,
+                               bool max) {
+    result[prefix + "p50_s"] = Round(Percentile(values, 0.5), 3);
+    result[prefix + "p99_s"] = Round(Percentile(values, 0.99), 3);
+    if (max) result[prefix + "max_s"] = Round(Percentile(values, 1.0), 3);
+  };
+  percentiles("", order.from_return, true);
+  percentiles("from_start_", order.from_start, true);
+  percentiles("write_round_trip_", order.round_trips, false);
+  percentiles("validation_watch_lag_", order.watch_lags, false);
+  percentiles("after_pass_seen_", order.after_seen, false);
+  std::printf("%s\n", result.dump().c_str());
+  return order.errors.empty() ? 0 : 1;
 }
 
 int Hold(Client& client, const std::string& ns, int count, int nodes) {

@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "controlplane_env.h"
@@ -68,6 +71,26 @@ std::optional<double> Metric(const std::string& series) {
 }
 
 double MetricOr0(const std::string& series) { return Metric(series).value_or(0); }
+
+// Where a resourceVersion stands in etcd's order. Kubernetes asks clients to treat them as
+// opaque; within one etcd (this test's own) they are its revisions, one global increasing count
+// over every object, so the test compares them to tell which of two writes came first.
+std::uint64_t EtcdOrder(const json& object) {
+  return std::stoull(object["metadata"].value("resourceVersion", std::string("0")));
+}
+
+// Keys the controller's work queues took in and have not finished (every queue of every
+// Manager this process ran: a stopped one's share no longer changes).
+double UnfinishedQueueWork() {
+  double unfinished = 0;
+  std::istringstream text(metrics::Render());
+  for (std::string line; std::getline(text, line);) {
+    const double value = std::atof(line.substr(line.rfind(' ') + 1).c_str());
+    if (line.starts_with("ncclguard_workqueue_adds_total{")) unfinished += value;
+    if (line.starts_with("ncclguard_workqueue_work_duration_seconds_count{")) unfinished -= value;
+  }
+  return unfinished;
+}
 
 json ConditionOf(const json& job, const std::string& type) {
   for (const auto& c : job.value(json::json_pointer("/status/conditions"), json::array())) {
@@ -165,6 +188,7 @@ class ControllerTest : public ::testing::Test {
             .dump(),
         "application/merge-patch+json");
     ASSERT_EQ(status.status, 200) << status.body;
+    last_validation_write_ = EtcdOrder(status.Json());
   }
 
   json PodTemplate() const {
@@ -192,6 +216,22 @@ class ControllerTest : public ::testing::Test {
                  {"Worker", {{"replicas", workers}, {"template", PodTemplate()}}}}}}}};
     if (gated) job["metadata"]["annotations"] = {{"ncclguard.io/gate", "pending"}};
     return job;
+  }
+
+  // A gated Indexed Job (as the webhook leaves one) of `pods` pods, one node each.
+  json GatedIndexedJob(const std::string& name, int pods) const {
+    return {{"apiVersion", "batch/v1"},
+            {"kind", "Job"},
+            {"metadata",
+             {{"name", name},
+              {"labels", {{"ncclguard.io/managed", "true"}}},
+              {"annotations", {{"ncclguard.io/gate", "pending"}}}}},
+            {"spec",
+             {{"suspend", true},
+              {"completionMode", "Indexed"},
+              {"completions", pods},
+              {"parallelism", pods},
+              {"template", PodTemplate()}}}};
   }
 
   std::string JobSets() const {
@@ -281,6 +321,7 @@ class ControllerTest : public ::testing::Test {
   std::string namespace_;
   std::vector<std::string> nodes_;
   std::vector<std::unique_ptr<RunningController>> controllers_;
+  std::uint64_t last_validation_write_ = 0;  // the resourceVersion SetValidation's write returned
 };
 
 TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPass) {
@@ -311,21 +352,7 @@ TEST_F(ControllerTest, JobsOfEveryKindGetServicesAreHeldThenReleasedWhenNodesPas
   const std::string jobsets = JobSets();
   ASSERT_EQ(client_->Post(jobsets, JobSet("js", true)).status, 201);
   const std::string jobs = "/apis/batch/v1/namespaces/" + namespace_ + "/jobs";
-  ASSERT_EQ(client_
-                ->Post(jobs, {{"apiVersion", "batch/v1"},
-                              {"kind", "Job"},
-                              {"metadata",
-                               {{"name", "train"},
-                                {"labels", {{"ncclguard.io/managed", "true"}}},
-                                {"annotations", pending}}},
-                              {"spec",
-                               {{"suspend", true},
-                                {"completionMode", "Indexed"},
-                                {"completions", 2},
-                                {"parallelism", 2},
-                                {"template", PodTemplate()}}}})
-                .status,
-            201);
+  ASSERT_EQ(client_->Post(jobs, GatedIndexedJob("train", 2)).status, 201);
 
   // Held: one validated node of the 2-3 each needs; node b failed a check.
   EXPECT_TRUE(Eventually([&] { return HeldWithEvent(PyTorchJobs() + "/llama", "llama"); }, 30s));
@@ -437,6 +464,72 @@ TEST_F(ControllerTest, AJobHeldForANodeHyperPodReplacesLinksTheHyperPodSectionEv
   const std::vector<std::string> notes = EventNotes("llama", "InsufficientValidatedNodes");
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_TRUE(ends_with_link(notes[0])) << notes[0];
+}
+
+// No job is released before the NodeValidation write that completed its count, judged by etcd's
+// order (resourceVersions), not by clocks: held Indexed Jobs needing 1..5 nodes, the nodes' checks
+// turned Pass one at a time, and after each the controller left to finish what the write woke,
+// so that a release the count does not yet allow has happened before the next write.
+TEST_F(ControllerTest, ReleasesComeAfterTheWriteThatCompletesTheCount) {
+  constexpr int kNodes = 5;
+  for (int k = 0; k < kNodes; ++k) AddNode("n" + std::to_string(k), "Fail");
+  const double unfinished_before = UnfinishedQueueWork();
+  Start(Options());
+  const std::string jobs = "/apis/batch/v1/namespaces/" + namespace_ + "/jobs";
+  const auto name_of = [](int needs) { return "needs-" + std::to_string(needs); };
+  for (int needs = 1; needs <= kNodes; ++needs) {
+    ASSERT_EQ(client_->Post(jobs, GatedIndexedJob(name_of(needs), needs)).status, 201);
+  }
+  for (int needs = 1; needs <= kNodes; ++needs) {
+    ASSERT_TRUE(
+        Eventually([&] { return HeldWithEvent(jobs + "/" + name_of(needs), name_of(needs)); }, 30s))
+        << name_of(needs) << " not held";
+  }
+
+  // Every version of the jobs from here on, in etcd's order, until all are released.
+  const json listed = Get(jobs);
+  ASSERT_TRUE(listed.is_object());
+  std::map<std::string, std::uint64_t> released_at;  // job -> its release's resourceVersion
+  const auto released = [](const json& job) {
+    return job.value(json::json_pointer("/spec/suspend"), true) == false &&
+           job["metadata"].value("annotations", json::object()).value("ncclguard.io/gate", "") ==
+               "admitted";
+  };
+  auto watch = std::async(std::launch::async, [&] {
+    return client_->Watch(
+        jobs + "?resourceVersion=" + listed["metadata"].value("resourceVersion", ""),
+        [&](const json& event) {
+          const json& job = event["object"];
+          if (event.value("type", "") == "MODIFIED" && released(job)) {
+            released_at.emplace(job["metadata"].value("name", ""), EtcdOrder(job));
+          }
+          return released_at.size() == static_cast<std::size_t>(kNodes);
+        },
+        120s);
+  });
+
+  std::vector<std::uint64_t> completed_by(kNodes + 1);  // nodes passing -> that write's version
+  for (int k = 0; k < kNodes; ++k) {
+    SetValidation("n" + std::to_string(k), "Pass");
+    completed_by[static_cast<std::size_t>(k + 1)] = last_validation_write_;
+    EXPECT_TRUE(
+        Eventually([&] { return Released(jobs + "/" + name_of(k + 1), "/spec/suspend"); }, 30s))
+        << name_of(k + 1) << " not released with " << k + 1 << " nodes passing";
+    ASSERT_TRUE(Eventually([&] { return UnfinishedQueueWork() == unfinished_before; }, 30s))
+        << "the controller's work queues never emptied: " << UnfinishedQueueWork() << " keys, "
+        << unfinished_before << " before it started";
+  }
+  const WatchResult seen = watch.get();
+  ASSERT_TRUE(seen.matched) << seen.error;
+  for (int needs = 1; needs <= kNodes; ++needs) {
+    const std::uint64_t release = released_at.at(name_of(needs));
+    const std::uint64_t completing = completed_by[static_cast<std::size_t>(needs)];
+    EXPECT_GT(release, completing)
+        << "job " << namespace_ << "/" << name_of(needs) << " was released at resourceVersion "
+        << release << ", before the NodeValidation write that completed its count of " << needs
+        << " nodes (" << namespace_ << "-n" << needs - 1 << "'s Pass, resourceVersion "
+        << completing << "): released early";
+  }
 }
 
 TEST_F(ControllerTest, PodFailuresWrittenThroughTheStatusSubresourceAreDiagnosed) {
