@@ -13,6 +13,7 @@ Command AddDiagnoseCommand(CLI::App& app);
 Command AddExplainCommand(CLI::App& app);
 Command AddWebhookCommand(CLI::App& app);
 Command AddProbeCommand(CLI::App& app);
+Command AddPeerCommand(CLI::App& app);
 Command AddControllerCommand(CLI::App& app);
 
 }  // namespace ncclguard::cli

@@ -29,7 +29,8 @@ constexpr Command (*kCommands[])(CLI::App&) = {
     ncclguard::cli::AddLintCommand,    ncclguard::cli::AddFixCommand,
     ncclguard::cli::AddAuditCommand,   ncclguard::cli::AddDiagnoseCommand,
     ncclguard::cli::AddExplainCommand, ncclguard::cli::AddWebhookCommand,
-    ncclguard::cli::AddProbeCommand,   ncclguard::cli::AddControllerCommand,
+    ncclguard::cli::AddProbeCommand,   ncclguard::cli::AddPeerCommand,
+    ncclguard::cli::AddControllerCommand,
 };
 
 }  // namespace
