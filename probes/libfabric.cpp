@@ -11,25 +11,10 @@
 
 #include "probes/dynamic_library.h"
 #include "probes/facts.h"
+#include "probes/libfabric_api.h"
 
 namespace ncclguard::probes {
 namespace {
-
-using GetInfo = decltype(&fi_getinfo);
-using FreeInfo = decltype(&fi_freeinfo);
-using DupInfo = decltype(&fi_dupinfo);
-using Version = decltype(&fi_version);
-using StrError = decltype(&fi_strerror);
-
-// 1.14 has FI_HMEM and every EFA installer since 2021 ships a newer library.
-constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
-
-struct Api {
-  GetInfo get_info = nullptr;
-  FreeInfo free_info = nullptr;
-  DupInfo dup_info = nullptr;
-  StrError str_error = nullptr;
-};
 
 bool ProviderMatches(const fi_info* info, const std::string& provider) {
   if (info->fabric_attr == nullptr || info->fabric_attr->prov_name == nullptr) return false;
@@ -39,7 +24,7 @@ bool ProviderMatches(const fi_info* info, const std::string& provider) {
 }
 
 // Distinct domain names of RDM endpoints of the provider, optionally requiring capabilities.
-std::vector<std::string> Domains(const Api& api, const std::string& provider,
+std::vector<std::string> Domains(const LibfabricApi& api, const std::string& provider,
                                  std::uint64_t required_caps, std::string& error) {
   fi_info* hints = api.dup_info(nullptr);
   if (hints == nullptr) {
@@ -58,7 +43,7 @@ std::vector<std::string> Domains(const Api& api, const std::string& provider,
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
                                 FI_MR_ENDPOINT | FI_MR_RAW | FI_MR_HMEM;
   fi_info* infos = nullptr;
-  const int rc = api.get_info(kApiVersion, nullptr, nullptr, 0, hints, &infos);
+  const int rc = api.get_info(kLibfabricApiVersion, nullptr, nullptr, 0, hints, &infos);
   api.free_info(hints);
   std::set<std::string> names;
   if (rc != 0) {
@@ -77,11 +62,23 @@ std::vector<std::string> Domains(const Api& api, const std::string& provider,
 
 }  // namespace
 
+DynamicLibrary OpenLibfabric() {
+  return DynamicLibrary::Open({"/opt/amazon/efa/lib/libfabric.so.1",
+                               "/opt/amazon/efa/lib64/libfabric.so.1", "libfabric.so.1"});
+}
+
+LibfabricApi LibfabricSymbols(const DynamicLibrary& library) {
+  return {library.Symbol<decltype(&fi_getinfo)>("fi_getinfo"),
+          library.Symbol<decltype(&fi_freeinfo)>("fi_freeinfo"),
+          library.Symbol<decltype(&fi_dupinfo)>("fi_dupinfo"),
+          library.Symbol<decltype(&fi_strerror)>("fi_strerror"),
+          library.Symbol<decltype(&fi_fabric)>("fi_fabric"),
+          library.Symbol<decltype(&fi_version)>("fi_version")};
+}
+
 FabricFacts RealFactSources::Fabric(const std::string& provider) {
   FabricFacts facts;
-  const DynamicLibrary library =
-      DynamicLibrary::Open({"/opt/amazon/efa/lib/libfabric.so.1",
-                            "/opt/amazon/efa/lib64/libfabric.so.1", "libfabric.so.1"});
+  const DynamicLibrary library = OpenLibfabric();
   if (!library.Loaded()) {
     facts.error = "libfabric not loadable: " + library.Error();
     return facts;
@@ -95,17 +92,17 @@ FabricFacts RealFactSources::Fabric(const std::string& provider) {
     if (library.Path() != installer && std::filesystem::exists(installer, error))
       facts.library += " (" + std::string(installer) + " did not load: " + library.Error() + ")";
   }
-  Api api{library.Symbol<GetInfo>("fi_getinfo"), library.Symbol<FreeInfo>("fi_freeinfo"),
-          library.Symbol<DupInfo>("fi_dupinfo"), library.Symbol<StrError>("fi_strerror")};
-  const auto version = library.Symbol<Version>("fi_version");
-  if (!api.get_info || !api.free_info || !api.dup_info || !api.str_error || !version) {
-    facts.error = library.Path() + ": missing fi_getinfo/fi_freeinfo/fi_dupinfo/fi_version";
+  const LibfabricApi api = LibfabricSymbols(library);
+  if (!api.Complete()) {
+    facts.error = library.Path() +
+                  ": missing one of fi_getinfo, fi_freeinfo, fi_dupinfo, fi_strerror, fi_fabric, "
+                  "fi_version";
     return facts;
   }
   facts.loaded = true;
-  const std::uint32_t v = version();
+  const std::uint32_t v = api.version();
   facts.version = std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
-  if (v < kApiVersion) {
+  if (v < kLibfabricApiVersion) {
     facts.error = "libfabric " + facts.version + " is older than 1.14 (no FI_HMEM)";
     return facts;
   }

@@ -16,18 +16,12 @@
 
 #include "core/errors.h"
 #include "probes/dynamic_library.h"
+#include "probes/libfabric_api.h"
 
 namespace ncclguard::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using GetInfo = decltype(&fi_getinfo);
-using FreeInfo = decltype(&fi_freeinfo);
-using DupInfo = decltype(&fi_dupinfo);
-using OpenFabric = decltype(&fi_fabric);
-using StrError = decltype(&fi_strerror);
-
-constexpr std::uint32_t kApiVersion = FI_VERSION(1, 14);
 // A ping: the magic, the sender's address length (2 bytes) and address, a nonce (8 bytes). A
 // pong: the other magic and the nonce. Provider addresses are tens of bytes (efa: 32).
 constexpr std::array<char, 4> kPing = {'N', 'G', 'P', '1'};
@@ -82,17 +76,11 @@ fid* FidOf(T* object) {
 class LibfabricEndpoint final : public FabricEndpoint {
  public:
   explicit LibfabricEndpoint(const FabricOptions& options) {
-    library_ = DynamicLibrary::Open({"/opt/amazon/efa/lib/libfabric.so.1",
-                                     "/opt/amazon/efa/lib64/libfabric.so.1", "libfabric.so.1"});
+    library_ = OpenLibfabric();
     if (!library_.Loaded()) throw core::InputError("libfabric not loadable: " + library_.Error());
-    get_info_ = library_.Symbol<GetInfo>("fi_getinfo");
-    free_info_ = library_.Symbol<FreeInfo>("fi_freeinfo");
-    dup_info_ = library_.Symbol<DupInfo>("fi_dupinfo");
-    open_fabric_ = library_.Symbol<OpenFabric>("fi_fabric");
-    str_error_ = library_.Symbol<StrError>("fi_strerror");
-    if (!get_info_ || !free_info_ || !dup_info_ || !open_fabric_ || !str_error_) {
+    api_ = LibfabricSymbols(library_);
+    if (!api_.Complete())
       throw core::InputError(library_.Path() + ": missing fi_getinfo/fi_fabric");
-    }
     Build(options);
   }
 
@@ -102,7 +90,7 @@ class LibfabricEndpoint final : public FabricEndpoint {
          {FidOf(endpoint_), FidOf(mr_), FidOf(av_), FidOf(cq_), FidOf(domain_), FidOf(fabric_)}) {
       FidCloser{}(object);
     }
-    if (info_ != nullptr) free_info_(info_);
+    if (info_ != nullptr) api_.free_info(info_);
   }
 
   std::string Address() const override { return Hex(address_); }
@@ -147,7 +135,10 @@ class LibfabricEndpoint final : public FabricEndpoint {
       }
       std::memcpy(send_buffer_.data(), kPong.data(), kPong.size());
       std::memcpy(send_buffer_.data() + kPong.size(), &nonce, sizeof nonce);
-      if (Send(kPong.size() + sizeof nonce, known->second)) ++answered;
+      if (Send(kPong.size() + sizeof nonce, known->second,
+               std::min(deadline, Clock::now() + std::chrono::seconds(1)))) {
+        ++answered;
+      }
     }
     return answered;
   }
@@ -179,7 +170,11 @@ class LibfabricEndpoint final : public FabricEndpoint {
     at += address_.size();
     std::memcpy(send_buffer_.data() + at, &nonce, sizeof nonce);
     at += sizeof nonce;
-    if (!Send(at, address)) return done(FabricOutcome::kFailed, last_error_);
+    if (!Send(at, address, start + timeout)) {
+      return done(
+          Clock::now() - start >= timeout ? FabricOutcome::kTimedOut : FabricOutcome::kFailed,
+          last_error_);
+    }
     while (Clock::now() - start < timeout) {
       fi_cq_msg_entry entry{};
       const ssize_t got = fi_cq_read(cq_, &entry, 1);
@@ -207,11 +202,11 @@ class LibfabricEndpoint final : public FabricEndpoint {
 
  private:
   [[noreturn]] void Fail(const std::string& step, int rc) const {
-    throw core::InputError("libfabric " + step + ": " + str_error_(rc < 0 ? -rc : rc));
+    throw core::InputError("libfabric " + step + ": " + api_.str_error(rc < 0 ? -rc : rc));
   }
 
   void Build(const FabricOptions& options) {
-    fi_info* hints = dup_info_(nullptr);
+    fi_info* hints = api_.dup_info(nullptr);
     if (hints == nullptr) throw core::InputError("fi_dupinfo failed");
     hints->fabric_attr->prov_name = strdup(options.provider.c_str());
     hints->ep_attr->type = FI_EP_RDM;
@@ -224,12 +219,12 @@ class LibfabricEndpoint final : public FabricEndpoint {
       node = options.source.c_str();
       flags = FI_SOURCE;
     }
-    const int rc = get_info_(kApiVersion, node, nullptr, flags, hints, &info_);
-    free_info_(hints);
+    const int rc = api_.get_info(kLibfabricApiVersion, node, nullptr, flags, hints, &info_);
+    api_.free_info(hints);
     if (rc != 0 || info_ == nullptr) Fail("fi_getinfo(provider " + options.provider + ")", rc);
     provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "";
 
-    int step = open_fabric_(info_->fabric_attr, &fabric_, nullptr);
+    int step = api_.open_fabric(info_->fabric_attr, &fabric_, nullptr);
     if (step != 0) Fail("fi_fabric", step);
     if ((step = fi_domain(fabric_, info_, &domain_, nullptr)) != 0) Fail("fi_domain", step);
     fi_cq_attr cq_attr{};
@@ -261,18 +256,28 @@ class LibfabricEndpoint final : public FabricEndpoint {
   bool PostReceive() {
     const ssize_t rc = fi_recv(endpoint_, receive_buffer_.data(), receive_buffer_.size(),
                                descriptor_, FI_ADDR_UNSPEC, &receive_context_);
-    if (rc != 0) last_error_ = std::string("fi_recv: ") + str_error_(static_cast<int>(-rc));
+    if (rc != 0) last_error_ = std::string("fi_recv: ") + api_.str_error(static_cast<int>(-rc));
     receive_posted_ = rc == 0;
     return rc == 0;
   }
 
-  bool Send(std::size_t length, fi_addr_t to) {
-    ssize_t rc = -FI_EAGAIN;
-    for (int tries = 0; rc == -FI_EAGAIN && tries < 100; ++tries) {
+  // Sends until `deadline`: a provider answers EAGAIN while it cannot send yet (rxm while its
+  // connection to the peer is not up), and makes progress when its queue is read.
+  bool Send(std::size_t length, fi_addr_t to, Clock::time_point deadline) {
+    ssize_t rc = fi_send(endpoint_, send_buffer_.data(), length, descriptor_, to, &send_context_);
+    while (rc == -FI_EAGAIN && Clock::now() < deadline) {
+      fi_cq_msg_entry progress{};
+      const ssize_t got = fi_cq_read(cq_, &progress, 1);
+      if (got == -FI_EAVAIL) ReadError();
+      if (got > 0 && progress.op_context == &receive_context_) receive_posted_ = false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       rc = fi_send(endpoint_, send_buffer_.data(), length, descriptor_, to, &send_context_);
-      if (rc == -FI_EAGAIN) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (rc != 0) last_error_ = std::string("fi_send: ") + str_error_(static_cast<int>(-rc));
+    if (rc == -FI_EAGAIN) {
+      last_error_ = "the provider could not send to the peer within the timeout";
+    } else if (rc != 0) {
+      last_error_ = std::string("fi_send: ") + api_.str_error(static_cast<int>(-rc));
+    }
     sending_ = rc == 0;
     return rc == 0;
   }
@@ -286,7 +291,7 @@ class LibfabricEndpoint final : public FabricEndpoint {
     std::array<char, 256> words{};
     const char* provider_words =
         fi_cq_strerror(cq_, error.prov_errno, error.err_data, words.data(), words.size());
-    last_error_ = std::string(str_error_(error.err)) + " (provider error " +
+    last_error_ = std::string(api_.str_error(error.err)) + " (provider error " +
                   std::to_string(error.prov_errno) + ": " +
                   (provider_words != nullptr ? provider_words : "") + ")";
     return last_error_;
@@ -309,11 +314,7 @@ class LibfabricEndpoint final : public FabricEndpoint {
   }
 
   DynamicLibrary library_;
-  GetInfo get_info_ = nullptr;
-  FreeInfo free_info_ = nullptr;
-  DupInfo dup_info_ = nullptr;
-  OpenFabric open_fabric_ = nullptr;
-  StrError str_error_ = nullptr;
+  LibfabricApi api_;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
 #include <thread>
 
 #include "core/json.h"
@@ -25,15 +26,31 @@ std::uint16_t FreePort() {
   return ntohs(address.sin_port);
 }
 
+// Whether something accepts a TCP connection on 127.0.0.1:port.
+bool Listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return connected;
+}
+
 TEST(PeerCli, ServeOnOneSideTestFromTheOtherPassesAndAnUnservedPortFails) {
   const std::string served = std::to_string(FreePort());
-  const std::string unserved = std::to_string(FreePort());
+  std::string unserved = std::to_string(FreePort());
+  while (unserved == served) unserved = std::to_string(FreePort());
   CommandResult serve;
   std::thread server([&] {
     serve =
-        RunCli({"peer", "serve", "--address", "127.0.0.1", "--ports", served, "--duration", "3s"});
+        RunCli({"peer", "serve", "--address", "127.0.0.1", "--ports", served, "--duration", "6s"});
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Until it listens (a bare connection is dropped by the server and counted apart).
+  for (int tries = 0; tries < 80 && !Listening(std::stoi(served)); ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   const auto ok = RunCli({"peer", "test", "127.0.0.1", "--ports", served});
   const auto failed = RunCli({"peer", "test", "127.0.0.1", "--ports", served + "," + unserved, "-o",
                               "json", "--timeout", "1s"});
@@ -45,10 +62,13 @@ TEST(PeerCli, ServeOnOneSideTestFromTheOtherPassesAndAnUnservedPortFails) {
   EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
   const core::Json results = core::Json::parse(failed.out);
   ASSERT_EQ(results.size(), 2u) << failed.out;
-  EXPECT_EQ(results[0]["result"], "passed");
-  EXPECT_FALSE(results[0].contains("guide"));
-  EXPECT_EQ(results[1]["result"], "refused");
-  EXPECT_NE(results[1]["guide"].get<std::string>().find("#host-firewall"), std::string::npos);
+  std::map<std::string, core::Json> by_port;  // results come in port order
+  for (const core::Json& r : results) by_port[std::to_string(r["port"].get<int>())] = r;
+  EXPECT_EQ(by_port[served]["result"], "passed");
+  EXPECT_FALSE(by_port[served].contains("guide"));
+  EXPECT_EQ(by_port[unserved]["result"], "refused");
+  EXPECT_NE(by_port[unserved]["guide"].get<std::string>().find("#host-firewall"),
+            std::string::npos);
 
   EXPECT_EQ(serve.exit_code, 0) << serve.err;
   EXPECT_NE(serve.out.find("served 1 of 1 port(s); answered 2 test(s)"), std::string::npos)

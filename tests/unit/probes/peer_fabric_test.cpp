@@ -55,7 +55,7 @@ TEST(PeerFabric, APeerThatIsGoneIsNotPassed) {
 
 TEST(PeerFabric, BadAddressesAndProvidersAreInputErrors) {
   const auto client = probes::FabricEndpoint::Open(Loopback());
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(), std::string("abc"), std::string("zz"), std::string(1000, 'a')}) {
     EXPECT_THROW(client->Ping(bad, 10ms), core::InputError) << bad;
   }
