@@ -15,7 +15,7 @@ namespace ncclguard::controllers {
 namespace {
 
 // The guide section of a node check; a check id a NodeValidation names that this build does not
-// know links the gate's own section, where node validation is explained.
+// know, or none, links the gate's own section, where node validation is explained.
 std::string_view SlugOf(std::string_view check) {
   const core::CatalogEntry* entry = core::Catalog::Find(check);
   return entry != nullptr ? entry->slug : kTooFewNodesSlug;
@@ -218,9 +218,7 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
     if (!s.failed_node.empty()) {
       std::string text = "node " + s.failed_node + " failed";
       if (!s.failed_check.empty()) text += " " + s.failed_check + ": " + s.failed_detail;
-      // A failure without a check id says nothing of its section: the gate's own.
-      parts.push_back(
-          {std::move(text), s.failed_check.empty() ? kTooFewNodesSlug : SlugOf(s.failed_check)});
+      parts.push_back({std::move(text), SlugOf(s.failed_check)});
     }
     if (!s.unhealthy_node.empty()) {
       std::string text = "node " + s.unhealthy_node + " passed validation but " + s.unhealthy_why;

@@ -62,17 +62,6 @@ std::string Unhex(const std::string& hex) {
   return bytes;
 }
 
-// Closes a libfabric object when it goes.
-struct FidCloser {
-  void operator()(fid* object) const {
-    if (object != nullptr) fi_close(object);
-  }
-};
-template <typename T>
-fid* FidOf(T* object) {
-  return object == nullptr ? nullptr : &object->fid;
-}
-
 class LibfabricEndpoint final : public FabricEndpoint {
  public:
   explicit LibfabricEndpoint(const FabricOptions& options) {
@@ -86,10 +75,12 @@ class LibfabricEndpoint final : public FabricEndpoint {
 
   ~LibfabricEndpoint() override {
     // Children first: the endpoint, its MR, AV and CQ, then the domain and the fabric.
-    for (fid* object :
-         {FidOf(endpoint_), FidOf(mr_), FidOf(av_), FidOf(cq_), FidOf(domain_), FidOf(fabric_)}) {
-      FidCloser{}(object);
-    }
+    if (endpoint_ != nullptr) fi_close(&endpoint_->fid);
+    if (mr_ != nullptr) fi_close(&mr_->fid);
+    if (av_ != nullptr) fi_close(&av_->fid);
+    if (cq_ != nullptr) fi_close(&cq_->fid);
+    if (domain_ != nullptr) fi_close(&domain_->fid);
+    if (fabric_ != nullptr) fi_close(&fabric_->fid);
     if (info_ != nullptr) api_.free_info(info_);
   }
 
