@@ -430,7 +430,8 @@ TEST_F(KueueAdmissionCheck, QueuedJobsWaitOnTheCheckThenKueueAdmitsThem) {
     const json workload =
         WaitForWorkload(owner, [&](const json& w) { return CheckPendingWithMessage(w, held); });
     ASSERT_FALSE(workload.is_null());
-    EXPECT_NE(EntryOf(workload, check_).value("message", "").find("see https://"),
+    // The failed check's own guide section (efa-device-count: EFA configuration).
+    EXPECT_NE(EntryOf(workload, check_).value("message", "").find("guide.md#efa-config"),
               std::string::npos);
     EXPECT_FALSE(IsTrue(workload, "Admitted"));
   }

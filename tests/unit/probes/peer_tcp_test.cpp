@@ -174,6 +174,18 @@ TEST(PeerTcp, PortListsAreSortedBoundedAndCheckedBeforeTheyAreExpanded) {
   for (int port = 1000; port < 1065; ++port)
     many += (many.empty() ? "" : ",") + std::to_string(port);
   EXPECT_THROW(probes::ParsePeerPorts(many), core::InputError);
+  // A megabyte of the same port is one port, read once; a megabyte of digits is one bad port,
+  // named in at most a few dozen characters.
+  std::string repeated;
+  while (repeated.size() < (1 << 20)) repeated += "29500,";
+  repeated += "29500";
+  EXPECT_EQ(probes::ParsePeerPorts(repeated), std::vector<std::uint16_t>{29500});
+  try {
+    probes::ParsePeerPorts(std::string(1 << 20, '7'));
+    ADD_FAILURE() << "a megabyte of digits was taken for a port";
+  } catch (const core::InputError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u);
+  }
   EXPECT_THROW(probes::TestPeerPorts("localhost", {80}, 10ms), core::InputError)
       << "a numeric address only: the probe never resolves names";
 }
