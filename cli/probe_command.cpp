@@ -91,6 +91,24 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
   probe->add_option("--metrics-listen", options.metrics_listen,
                     "with --publish: host:port or :port of a plain-HTTP /metrics for Prometheus "
                     "(default: none)");
+  probe->add_option("--peer-period", options.peer_period,
+                    "with --publish: run the checks between nodes in rounds of this period "
+                    "(e.g. 2m; default: none)");
+  probe->add_option("--peer-address", options.peer_address,
+                    "with --peer-period: the address peers reach this probe at (default: $POD_IP)");
+  probe->add_option("--peer-timeout", options.peer_timeout,
+                    "with --peer-period: how long one test may take, each tier (2s)");
+  probe->add_option("--peer-ports", options.peer_ports,
+                    "with --peer-period: ports always tested besides the ephemeral sample (29500)");
+  probe->add_option("--peer-ephemeral", options.peer_ephemeral,
+                    "with --peer-period: ports of the peer's ip_local_port_range tested each "
+                    "round (4)");
+  probe->add_option("--peer-fabric", options.peer_fabric,
+                    "with --peer-period: the fabric tier's libfabric provider: auto (the node "
+                    "checks' provider, else tcp), a provider name, or none");
+  // Tests pin the tcp provider's port to drop it alone; hidden from help.
+  probe->add_option("--peer-fabric-port", options.peer_fabric_port)->group("");
+  probe->add_option("--peer-path", options.peer_path)->group("");
   probe->add_option("--log-level", options.log_level,
                     "with --publish: trace, debug, info, warn, error or off");
   probe

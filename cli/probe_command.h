@@ -29,6 +29,17 @@ struct ProbeCommandOptions {
   std::string kubeconfig;
   // Plain-HTTP /metrics (and /healthz, /readyz) with --publish ("" or "0": none).
   std::string metrics_listen;
+  // The checks between nodes (probes/peer_round.h), with --publish: the round period ("" or
+  // "0": none), the address peers reach this probe at (default $POD_IP), and what is tested.
+  std::string peer_period;
+  std::string peer_address;
+  std::string peer_timeout = "2s";
+  std::string peer_ports = "29500";
+  std::size_t peer_ephemeral = 4;
+  // "auto": the node checks' provider (efa), else libfabric's tcp; "none": no fabric tier.
+  std::string peer_fabric = "auto";
+  std::string peer_fabric_port;  // the tcp provider's port (tests pin it); empty: any
+  std::string peer_path = "pod-network";
   std::string log_level = "info";
   std::string log_format = "auto";
   PolicyOptions policy;

@@ -4,17 +4,24 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
+#include <thread>
 
 #include "cli/duration.h"
 #include "cli/health_server.h"
 #include "cli/probe_command.h"
 #include "cli/signals.h"
+#include "core/errors.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "log/log.h"
 #include "probes/metrics.h"
+#include "probes/peer_directory.h"
+#include "probes/peer_round.h"
+#include "probes/peer_tcp.h"
 #include "probes/publisher.h"
 #include "probes/report.h"
 
@@ -24,6 +31,80 @@ namespace {
 int PublishUsageError(const std::string& message) {
   std::cerr << "ncclguard probe --publish: " << message << "\n";
   return probes::kProbeExitError;
+}
+
+// The fabric tier's endpoint: `--peer-fabric auto` takes the node checks' provider (efa on EFA
+// nodes) and falls back to libfabric's tcp provider, bound to the peer address, where that one
+// has no device; null with none, or when no provider opens (logged: the TCP tier still runs).
+// `service`: the port the tcp provider binds (the answering endpoint's, when pinned).
+std::unique_ptr<probes::FabricEndpoint> OpenPeerFabric(const ProbeCommandOptions& options,
+                                                       const std::string& address,
+                                                       const std::string& service) {
+  if (options.peer_fabric == "none") return nullptr;
+  std::vector<std::string> providers;
+  if (options.peer_fabric == "auto") {
+    providers = {options.fabric_provider, "tcp"};
+  } else {
+    providers = {options.peer_fabric};
+  }
+  for (const std::string& provider : providers) {
+    probes::FabricOptions fabric;
+    fabric.provider = provider;
+    if (provider == "tcp" || provider == "sockets") {
+      fabric.source = address;
+      fabric.service = service;
+    }
+    try {
+      auto endpoint = probes::FabricEndpoint::Open(fabric);
+      log::Info("peer checks: fabric tier", {{"provider", endpoint->Provider()}});
+      return endpoint;
+    } catch (const std::exception& e) {
+      log::Warn("peer checks: no fabric endpoint with this provider",
+                {{"provider", provider}, {"error", e.what()}});
+    }
+  }
+  return nullptr;
+}
+
+// The runner of --peer-period, or null without it. Throws core::InputError for bad flags.
+std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& options,
+                                                   const std::string& node_name,
+                                                   const std::string& instance_type,
+                                                   std::chrono::milliseconds interval,
+                                                   std::shared_ptr<kube::Client> client) {
+  if (options.peer_period.empty() || options.peer_period == "0") return nullptr;
+  probes::PeerRoundOptions peer;
+  peer.node_name = node_name;
+  peer.instance_type = instance_type;
+  peer.path = options.peer_path;
+  peer.address = options.peer_address;
+  if (peer.address.empty()) {
+    if (const char* from_env = std::getenv("POD_IP")) peer.address = from_env;
+  }
+  try {
+    peer.period = ParseDuration(options.peer_period, "--peer-period");
+    peer.timeout = ParseDuration(options.peer_timeout, "--peer-timeout");
+  } catch (const std::invalid_argument& e) {
+    throw core::InputError(e.what());
+  }
+  peer.fixed_ports = probes::ParsePeerPorts(options.peer_ports);
+  peer.ephemeral = options.peer_ephemeral;
+  peer.member_ttl = 3 * interval;
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  std::stringstream range;
+  range << file.rdbuf();
+  if (file) std::tie(peer.port_first, peer.port_last) = probes::ParsePortRange(range.str());
+  probes::CheckPeerRoundOptions(peer);
+  auto answering = OpenPeerFabric(options, peer.address, options.peer_fabric_port);
+  std::unique_ptr<probes::FabricEndpoint> pinging;
+  if (answering) {
+    ProbeCommandOptions same = options;
+    same.peer_fabric = answering->Provider().starts_with("tcp") ? "tcp" : answering->Provider();
+    pinging = OpenPeerFabric(same, peer.address, "");
+  }
+  return std::make_unique<probes::PeerRunner>(
+      peer, std::make_shared<probes::KubePeerDirectory>(client, node_name), std::move(answering),
+      std::move(pinging));
 }
 
 }  // namespace
@@ -61,6 +142,16 @@ int RunProbePublish(const ProbeCommandOptions& options) {
   } catch (const std::exception& e) {
     return PublishUsageError(e.what());
   }
+
+  std::unique_ptr<probes::PeerRunner> peer_runner;
+  try {
+    peer_runner = MakePeerRunner(options, node_name, probe.instance_type.value_or(""),
+                                 publisher_options.interval, client);
+  } catch (const core::InputError& e) {
+    return PublishUsageError(e.what());
+  }
+
+  publisher_options.peer_checks = peer_runner != nullptr;
 
   std::atomic<bool> any_timed_out{false};
   const std::vector<std::string> checks = options.checks;
@@ -106,7 +197,10 @@ int RunProbePublish(const ProbeCommandOptions& options) {
       // Stopped by a signal before publishing succeeded: a clean stop, not a failure.
       code = report ? probes::ExitCode(*report) : (stop.stopped() ? 0 : probes::kProbeExitError);
     } else {
+      std::thread peers;
+      if (peer_runner) peers = std::thread([&] { peer_runner->Run(stop); });
       publisher.Run(stop);
+      if (peers.joinable()) peers.join();
     }
     if (metrics_server) metrics_server->Shutdown();
   }

@@ -8,6 +8,7 @@
 #include "core/catalog.h"
 #include "core/guide.h"
 #include "core/hyperpod.h"
+#include "core/peer_status.h"
 #include "core/pod_spec.h"
 #include "core/workload.h"
 
@@ -51,6 +52,29 @@ void FirstFailure(const Json& validation, std::string& check, std::string& detai
     }
     return;
   }
+}
+
+// The hold's words for the first node whose checks between nodes failed: the nodes, the tier
+// and the failed test (its port, or the fabric while TCP passed).
+std::string PeerCause(const NodeSupply& s) {
+  std::string peers;
+  for (const std::string& peer : s.peer_with) peers += (peers.empty() ? "" : ", ") + peer;
+  std::string text;
+  if (s.peer_standing == core::kPeerUnreachable) {
+    text = "node " + s.peer_node + " is unreachable by its peers";
+    if (!peers.empty()) text += " (" + peers + ")";
+  } else if (!peers.empty()) {
+    text = "nodes " + s.peer_node + " and " + peers + " cannot reach each other";
+  } else {
+    text = "node " + s.peer_node + " fails the checks between nodes";
+  }
+  if (s.peer_tier == core::kPeerTierFabric) {
+    text += " over the fabric while TCP passes";
+  } else if (s.peer_tier == core::kPeerTierTcp) {
+    text += " over TCP";
+  }
+  if (!s.peer_detail.empty()) text += ": " + s.peer_detail;
+  return text;
 }
 
 }  // namespace
@@ -102,6 +126,10 @@ std::string_view NodeStandingName(NodeStanding standing) {
       return "cordoned";
     case NodeStanding::kUnhealthy:
       return "unhealthy";
+    case NodeStanding::kPeerFailed:
+      return "peer-failed";
+    case NodeStanding::kPeerUntested:
+      return "peer-untested";
   }
   return "unvalidated";
 }
@@ -111,6 +139,12 @@ NodeFacts FactsOf(const Json* node, const Json* validation) {
   if (validation != nullptr) {
     facts.summary = StatusField(*validation, "summary");
     if (facts.summary == "Fail") FirstFailure(*validation, facts.failed_check, facts.failed_detail);
+    if (auto peer = core::PeerBlockOf(*validation)) {
+      facts.peer_standing = std::move(peer->standing);
+      facts.peer_with = std::move(peer->failed_with);
+      facts.peer_tier = std::move(peer->failed_tier);
+      facts.peer_detail = std::move(peer->failed_detail);
+    }
   }
   if (node != nullptr) {
     facts.cordoned = Cordoned(*node);
@@ -137,6 +171,8 @@ NodeStanding StandingOf(const NodeFacts& facts, const core::Policy& policy, bool
     if (unhealthy_why != nullptr) *unhealthy_why = *why;
     return NodeStanding::kUnhealthy;
   }
+  if (facts.peer_standing == core::kPeerUntested) return NodeStanding::kPeerUntested;
+  if (!core::PeerStandingCounts(facts.peer_standing)) return NodeStanding::kPeerFailed;
   return NodeStanding::kValidated;
 }
 
@@ -170,6 +206,18 @@ void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
         supply.unhealthy_node = name;
         supply.unhealthy_why = std::move(why);
       }
+      break;
+    case NodeStanding::kPeerFailed:
+      if (supply.peer_failed++ == 0) {
+        supply.peer_node = name;
+        supply.peer_standing = facts.peer_standing;
+        supply.peer_with = facts.peer_with;
+        supply.peer_tier = facts.peer_tier;
+        supply.peer_detail = facts.peer_detail;
+      }
+      break;
+    case NodeStanding::kPeerUntested:
+      ++supply.peer_untested;
       break;
   }
 }
@@ -227,6 +275,9 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
       }
       parts.push_back({std::move(text), std::string_view("sagemaker-hyperpod")});
     }
+    if (!s.peer_node.empty()) {
+      parts.push_back({PeerCause(s), core::PeerFailureSlug(s.peer_tier)});
+    }
     std::string others;
     const auto other = [&](std::int64_t count, std::string_view what) {
       if (count <= 0) return;
@@ -236,6 +287,8 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
     other(s.failed - 1, "more failed validation");
     other(s.unprobed, "not yet validated");
     other(s.cordoned, "cordoned");
+    other(s.peer_failed - 1, "more failing the checks between nodes");
+    other(s.peer_untested, "not yet tested by their peers");
     if (!others.empty()) parts.push_back({std::move(others), std::nullopt});
   }
   if (parts.empty()) return {true, "ValidatedNodesAvailable", admitted};

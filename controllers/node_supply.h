@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/json.h"
 #include "core/policy.h"
@@ -40,19 +41,30 @@ struct NodeSupply {
   std::string failed_node;
   std::string failed_check;  // a node check id, "" when none is named
   std::string failed_detail;
+  // Otherwise counting nodes whose checks between nodes failed (core/peer_status.h), and those
+  // no round has tested yet; the first failed by name: its peers, tier and the failed test.
+  std::int64_t peer_failed = 0;
+  std::int64_t peer_untested = 0;
+  std::string peer_node;
+  std::string peer_standing;
+  std::vector<std::string> peer_with;
+  std::string peer_tier;
+  std::string peer_detail;
 
   bool operator==(const NodeSupply&) const = default;
 };
 
 // Where one node stands for the gate.
 enum class NodeStanding {
-  kValidated,    // counts: its NodeValidation passed (Pass or Warn), schedulable, healthy
-  kFailed,       // its NodeValidation's summary is Fail
-  kUnvalidated,  // no NodeValidation verdict yet (or one this build does not know)
-  kCordoned,     // validated but spec.unschedulable
-  kUnhealthy,    // validated but SageMaker HyperPod marks it unhealthy (core/hyperpod.h)
+  kValidated,     // counts: its NodeValidation passed (Pass or Warn), schedulable, healthy
+  kFailed,        // its NodeValidation's summary is Fail
+  kUnvalidated,   // no NodeValidation verdict yet (or one this build does not know)
+  kCordoned,      // validated but spec.unschedulable
+  kUnhealthy,     // validated but SageMaker HyperPod marks it unhealthy (core/hyperpod.h)
+  kPeerFailed,    // validated, but its checks between nodes failed: its peers cannot reach it
+  kPeerUntested,  // validated, its probe runs peer checks, and no round has tested it yet
 };
-// "validated", "failed", "unvalidated", "cordoned", "unhealthy".
+// "validated", "failed", "unvalidated", "cordoned", "unhealthy", "peer-failed", "peer-untested".
 std::string_view NodeStandingName(NodeStanding standing);
 
 // What decides one node's standing, whatever the policy: the NodeValidation's summary and first
@@ -65,6 +77,11 @@ struct NodeFacts {
   bool cordoned = false;
   std::optional<std::string> hyperpod_node_health;  // why HyperPod's health verdict says no
   std::optional<std::string> hyperpod_deep_health;  // why its deep health check says no
+  // The NodeValidation's status.peer verdict ("" without peer checks: counted as before them).
+  std::string peer_standing;
+  std::vector<std::string> peer_with;
+  std::string peer_tier;
+  std::string peer_detail;
 
   bool operator==(const NodeFacts&) const = default;
 };

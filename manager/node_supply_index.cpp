@@ -77,6 +77,10 @@ void NodeSupplyIndex::ValidationChanged(const Json* validation, std::string_view
   entry.facts.summary = facts.summary;
   entry.facts.failed_check = facts.failed_check;
   entry.facts.failed_detail = facts.failed_detail;
+  entry.facts.peer_standing = facts.peer_standing;
+  entry.facts.peer_with = facts.peer_with;
+  entry.facts.peer_tier = facts.peer_tier;
+  entry.facts.peer_detail = facts.peer_detail;
   DropIfEmptyLocked(key);
 }
 

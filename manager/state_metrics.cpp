@@ -165,10 +165,12 @@ void WriteNodeCheckStatus(const EachObject& validations, std::string& out) {
 
 prometheus::MetricFamily NodesFamily(const EachObject& nodes, const FindObject& validation,
                                      const core::Policy& policy) {
-  Tally tally("ncclguard_nodes",
-              "Nodes of the catalog's instance types by validation state (validated, failed, "
-              "unvalidated, cordoned, unhealthy).",
-              {"instance_type", "state"});
+  Tally tally(
+      "ncclguard_nodes",
+      "Nodes of the catalog's instance types by validation state (validated, failed, "
+      "unvalidated, cordoned, unhealthy, and peer-failed or peer-untested for the checks between "
+      "nodes).",
+      {"instance_type", "state"});
   nodes([&](const Json& node) {
     if (!node.is_object()) return;
     const auto label = controllers::Label(node, core::kInstanceTypeLabel);

@@ -206,11 +206,16 @@ class LibfabricEndpoint final : public FabricEndpoint {
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     std::uint64_t flags = 0;
     const char* node = nullptr;
+    const char* service = nullptr;
     if (!options.source.empty()) {
       node = options.source.c_str();
       flags = FI_SOURCE;
     }
-    const int rc = api_.get_info(kLibfabricApiVersion, node, nullptr, flags, hints, &info_);
+    if (!options.service.empty()) {
+      service = options.service.c_str();
+      flags = FI_SOURCE;
+    }
+    const int rc = api_.get_info(kLibfabricApiVersion, node, service, flags, hints, &info_);
     api_.free_info(hints);
     if (rc != 0 || info_ == nullptr) Fail("fi_getinfo(provider " + options.provider + ")", rc);
     provider_ = info_->fabric_attr->prov_name != nullptr ? info_->fabric_attr->prov_name : "";

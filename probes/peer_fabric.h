@@ -20,6 +20,8 @@ struct FabricOptions {
   // A numeric address the endpoint binds to (FI_SOURCE), for providers that take one (tcp);
   // empty: the provider's first domain.
   std::string source;
+  // The port (service) it binds to with `source`, for providers that take one (tcp); empty: any.
+  std::string service;
 };
 
 enum class FabricOutcome {

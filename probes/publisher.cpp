@@ -72,8 +72,10 @@ void NodePublisher::Publish(const ProbeReport& report, const std::string& reques
     }
   }
   // A merge patch replaces status wholesale (checks is a list): no resourceVersion, no conflict.
-  client_->PatchStatus(validation, kube::PatchType::kMerge,
-                       Json{{"status", NodeValidationStatus(named)}}, write);
+  Json status = NodeValidationStatus(named);
+  if (!options_.peer_checks) status["peer"] = nullptr;
+  client_->PatchStatus(validation, kube::PatchType::kMerge, Json{{"status", std::move(status)}},
+                       write);
 
   const kube::ResourceRef node = kube::resources::Nodes().Named(options_.node_name);
   const Json patched = client_->Patch(node, kube::PatchType::kMerge, NodeLabelPatch(named), write);

@@ -40,6 +40,9 @@ struct PublisherOptions {
   std::function<std::chrono::system_clock::time_point()> clock;
   // Where each run and publishing attempt is recorded (`--metrics-listen`); none when null.
   std::shared_ptr<ProbeMetrics> metrics;
+  // Whether this probe runs the checks between nodes (probes/peer_round.h). Without them each
+  // report removes a former status.peer, so that the peers stop counting on this node.
+  bool peer_checks = false;
 };
 
 struct PublisherStats {

@@ -9,7 +9,14 @@
 #      through a ClusterIP Service (node 2's kube-proxy), and node 1's pod reaches node 2's the
 #      same way; the API server reaches node 2's kubelet (logs, exec) and a pod there (proxy)
 #   3. CoreDNS moved to node 2 (node 1 cordoned, its pod deleted): node 1's pod still resolves
-#   4. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
+#   4. the checks between nodes (probes/peer_round.h) with ncclguard installed by helm, its probe
+#      on both nodes: both NodeValidations Reachable; new TCP connections to the ephemeral range
+#      dropped in node 2's namespace (INPUT and FORWARD, established traffic accepted): the
+#      peer checks fail naming the port, a two-node Indexed Job is held with the host-firewall
+#      message naming both nodes; the rule removed: both Reachable, the Job released, its two
+#      ranks (one a node) connect and it completes; the fabric tier's port alone dropped (TCP
+#      passing): a job held with the security-group message
+#   5. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
 #      bridge's namespace holds only lo, br0 and the nodes' veths; the host's interfaces,
 #      iptables rules and ip_forward are the same during the run and after stop, and stop
 #      leaves nothing (stop_node fails the test otherwise)
@@ -200,7 +207,127 @@ else
 fi
 k uncordon "$node1" >/dev/null
 
-# ---------------------------------------------------------------- 4. containment on node 2
+# ---------------------------------------------------------------- 4. the checks between nodes
+# Both nodes as p5.48xlarge with their device plugins (extended resources in the Node's status),
+# ncclguard with its probe passing the checks this host can pass, peer rounds every 16 s (a 1 s
+# test timeout) and the fabric tier (libfabric's tcp provider: no EFA device here) on port 29600.
+for n in "$node1" "$node2"; do
+  k patch node "$n" --subresource=status --type=merge \
+    -p '{"status":{"capacity":{"nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}}' >/dev/null
+done
+ns=ncclguard-system
+start=$SECONDS
+if helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace \
+  --set 'probe.checks={memlock-limit,dev-shm-stale,removeipc}' --set probe.peer.period=16s \
+  --set probe.peer.timeout=1s --set 'probe.extraArgs={--peer-fabric-port=29600}' \
+  --wait --timeout 180s >"$work/helm.log" 2>&1; then
+  pass "helm install ncclguard, the probe on both nodes with peer rounds every 16s ($((SECONDS - start))s)"
+else
+  cat "$work/helm.log"; fail "helm install ncclguard"; exit 1
+fi
+peer_standing() { k get nodevalidation "$1" -o jsonpath='{.status.peer.standing}'; }
+peers_are() { [[ "$(peer_standing "$node1") $(peer_standing "$node2")" == "$1 $1" ]]; }
+peer_summary() {
+  k get nodevalidations -o jsonpath='{range .items[*]}{.metadata.name}: {.status.peer.standing} ({.status.peer.path}, {.status.peer.address}, fabric {.status.peer.fabric.provider}) {.status.peer.failedDetail}; {end}'
+}
+if eventually 90 peers_are Reachable; then
+  pass "peer checks: both nodes Reachable: $(peer_summary)"
+else
+  fail "peer checks: $(peer_summary) $(k -n "$ns" logs -l app.kubernetes.io/component=probe --tail=5 2>&1 | tr '\n' ' ')"
+fi
+
+k create namespace peers >/dev/null
+k label namespace peers ncclguard.io/enabled=true >/dev/null
+two_node_job() { # NAME: an Indexed Job of 2 pods x 8 GPUs (one node each); rank 1 reaches rank 0
+  cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1, namespace: peers, labels: {ncclguard.io/managed: "true"}}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      subdomain: $1
+      terminationGracePeriodSeconds: 1
+      nodeSelector: {node.kubernetes.io/instance-type: p5.48xlarge}
+      containers:
+        - name: train
+          image: $image
+          imagePullPolicy: Never
+          command: [bash, -c]
+          args:
+            - |
+              if [ "\$JOB_COMPLETION_INDEX" = 0 ]; then
+                perl -MIO::Socket::INET -e '\$s = IO::Socket::INET->new(LocalPort => 29500, Listen => 1, ReuseAddr => 1) or die \$!;
+                  \$c = \$s->accept; print \$c "rank0\\n"; close \$c' && echo "rank 1 connected"
+              else
+                until r=\$(perl -MIO::Socket::INET -e '\$c = IO::Socket::INET->new(PeerAddr => "$1-0.$1.peers.svc.cluster.local",
+                  PeerPort => 29500) or exit 1; print scalar <\$c>'); do sleep 1; done
+                echo "reached rank 0: \$r"
+              fi
+          resources:
+            limits: {nvidia.com/gpu: 8, memory: 256Mi, cpu: 100m}
+YAML
+}
+preflight() { k -n peers get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclPreflight")]}{.status} {.reason}: {.message}{end}'; }
+held_for() { [[ "$(preflight "$1")" == "False InsufficientValidatedNodes: "*"$2"* ]]; }
+# drop <port range> <add|remove>: new TCP connections to those ports dropped in node 2's network
+# namespace, on INPUT (host-network pods) and FORWARD (pods on the pod network).
+drop() {
+  local op=-I chain
+  [[ $2 == remove ]] && op=-D
+  for chain in INPUT FORWARD; do
+    in_node2 iptables "$op" "$chain" -p tcp --syn --dport "$1" -j DROP
+  done
+}
+drop 32768:60999 add
+not_reachable() { [[ "$(peer_standing "$node2")" =~ ^(Undecided|Unreachable|PairFault)$ ]]; }
+port_named() { k get nodevalidation "$node2" -o jsonpath='{.status.peer.failedDetail}' | grep -Eq 'TCP from .* port [0-9]+ timed-out'; }
+if eventually 90 not_reachable && port_named; then
+  pass "peer checks with node 2 dropping new connections to 32768:60999: $(peer_summary)"
+else
+  fail "peer checks did not see node 2's DROP: $(peer_summary)"
+fi
+two_node_job ranks >"$work/ranks.yaml"
+two_node_job fabric >"$work/fabric.yaml"
+eventually 60 k apply -f "$work/ranks.yaml" || fail "Job ranks not admitted: $(k apply -f "$work/ranks.yaml" 2>&1)"
+firewall_message="nodes $node1 and $node2 cannot reach each other over TCP"
+if eventually 60 held_for ranks "$firewall_message" && [[ "$(preflight ranks)" == *"#host-firewall"* ]] &&
+  [[ -z "$(k -n peers get pods -o name)" ]]; then
+  pass "Job ranks held, no pods: $(preflight ranks)"
+else
+  fail "Job ranks not held for the firewall: '$(preflight ranks)'"
+fi
+
+drop 32768:60999 remove
+released() { [[ "$(preflight "$1")" == "True ValidatedNodesAvailable: "* ]]; }
+completed() { [[ "$(k -n peers get job "$1" -o jsonpath='{.status.succeeded}')" == 2 ]]; }
+if eventually 90 peers_are Reachable && eventually 60 released ranks && eventually 120 completed ranks; then
+  pass "the rule removed: both Reachable, Job ranks released and completed across the nodes: $(k -n peers logs -l batch.kubernetes.io/job-name=ranks --tail=1 2>&1 | tr '\n' ' ')($(k -n peers get pods -o jsonpath='{range .items[*]}{.metadata.name}@{.spec.nodeName} {end}'))"
+else
+  fail "after the rule was removed: $(peer_summary); '$(preflight ranks)'; $(k -n peers get pods -o wide 2>&1 | tr '\n' ';')"
+fi
+
+drop 29600 add
+fabric_failed() { [[ "$(k get nodevalidation "$node2" -o jsonpath='{.status.peer.failedTier}')" == fabric ]]; }
+if eventually 90 fabric_failed; then
+  eventually 60 k apply -f "$work/fabric.yaml" || fail "Job fabric not admitted: $(k apply -f "$work/fabric.yaml" 2>&1)"
+  if eventually 60 held_for fabric "over the fabric while TCP passes" && [[ "$(preflight fabric)" == *"#security-group"* ]]; then
+    pass "the fabric tier's port dropped, TCP open: Job fabric held: $(preflight fabric)"
+  else
+    fail "the fabric's DROP: Job fabric '$(preflight fabric)'"
+  fi
+else
+  fail "the fabric's DROP was not seen: $(peer_summary)"
+fi
+drop 29600 remove
+k -n peers delete job fabric --wait=false >/dev/null 2>&1 || true
+
+# ---------------------------------------------------------------- 5. containment on node 2
 if in_node2 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
   fail "containment: a connection to 203.0.113.7 from node 2 succeeded"
 elif grep -q -i 'unreachable\|no route' "$work/dial.err"; then

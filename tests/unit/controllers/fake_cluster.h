@@ -41,6 +41,8 @@ class FakeCluster : public controllers::ClusterView {
   int Apply(const std::vector<controllers::Action>& actions);
   Json& JobObject(const JobKey& key);
   Json& NodeObject(const std::string& name);
+  // The NodeValidation AddNode made (a summary given).
+  Json& ValidationObject(const std::string& node) { return validations_.at(node); }
   Json& PodObject(const std::string& ns, const std::string& name);
   const std::vector<Json>& events() const { return events_; }
   std::size_t ServiceCount() const { return services_.size(); }

@@ -202,6 +202,57 @@ TEST_F(HoldCause, TooFewNodesOfTheTypeLinkTheGatesOwnSectionEverywhere) {
                          "1/2 p5.48xlarge nodes validated; 1 not yet validated, 1 cordoned");
 }
 
+// Checks between nodes (core/peer_status.h): two validated nodes that cannot reach each other over
+// TCP are held with the host-firewall section, naming both nodes and the port; a fabric failure
+// while TCP passes is the security group's section.
+TEST_F(HoldCause, NodesThatCannotReachEachOtherOverTcpLinkTheHostFirewallSectionEverywhere) {
+  cluster_.AddNode("ip-10-0-1-7", "p5.48xlarge", "Pass");
+  cluster_.AddNode("ip-10-0-1-8", "p5.48xlarge", "Pass");
+  const std::string detail = "TCP from ip-10-0-1-7 to ip-10-0-1-8 port 40123 timed-out";
+  for (const auto& [node, peer] :
+       {std::pair{"ip-10-0-1-7", "ip-10-0-1-8"}, std::pair{"ip-10-0-1-8", "ip-10-0-1-7"}}) {
+    cluster_.ValidationObject(node)["status"]["peer"] = {{"standing", "Undecided"},
+                                                         {"failedWith", {peer}},
+                                                         {"failedTier", "tcp"},
+                                                         {"failedDetail", detail}};
+  }
+  ExpectLinkedEverywhere(Hold(), "host-firewall",
+                         "0/2 p5.48xlarge nodes validated; nodes ip-10-0-1-7 and ip-10-0-1-8 "
+                         "cannot reach each other over TCP: " +
+                             detail + "; 1 more failing the checks between nodes");
+}
+
+TEST_F(HoldCause, AFabricFailureWhileTcpPassesLinksTheSecurityGroupSectionEverywhere) {
+  cluster_.AddNode("ip-10-0-1-7", "p5.48xlarge", "Pass");
+  cluster_.AddNode("ip-10-0-1-8", "p5.48xlarge", "Pass");
+  cluster_.ValidationObject("ip-10-0-1-7")["status"]["peer"] = {{"standing", "Reachable"}};
+  cluster_.ValidationObject("ip-10-0-1-8")["status"]["peer"] = {
+      {"standing", "Unreachable"},
+      {"failedWith", {"ip-10-0-1-7"}},
+      {"failedTier", "fabric"},
+      {"failedDetail",
+       "the fabric (efa) from ip-10-0-1-7 to ip-10-0-1-8 timed-out while TCP passed"}};
+  ExpectLinkedEverywhere(
+      Hold(), "security-group",
+      "1/2 p5.48xlarge nodes validated; node ip-10-0-1-8 is unreachable by its peers "
+      "(ip-10-0-1-7) over the fabric while TCP passes: the fabric (efa) from ip-10-0-1-7 to "
+      "ip-10-0-1-8 timed-out while TCP passed");
+}
+
+// A node whose probe runs peer checks counts once a round has tested it; a NodeValidation
+// without status.peer (no peer checks, or a probe older than them) counts as before.
+TEST_F(HoldCause, AnUntestedNodeWaitsForItsPeersAndOneWithoutPeerChecksCountsAsBefore) {
+  cluster_.AddNode("ip-10-0-1-7", "p5.48xlarge", "Pass");
+  cluster_.AddNode("ip-10-0-1-8", "p5.48xlarge", "Pass");
+  cluster_.ValidationObject("ip-10-0-1-8")["status"]["peer"] = {{"standing", "Untested"}};
+  ExpectLinkedEverywhere(Hold(), controllers::kTooFewNodesSlug,
+                         "1/2 p5.48xlarge nodes validated; 1 not yet tested by their peers");
+
+  cluster_.ValidationObject("ip-10-0-1-8")["status"]["peer"]["standing"] = "Reachable";
+  const auto verdict = controllers::EvaluateGate({{"p5.48xlarge", 2}}, cluster_, cluster_.Policy());
+  EXPECT_TRUE(verdict.release) << verdict.message;
+}
+
 TEST_F(HoldCause, CausesInTwoSectionsAreEachNamedWithTheirOwnLink) {
   cluster_.AddNode("ip-10-0-1-6", "p5.48xlarge", "Fail",
                    Json::array({{{"id", "pci-acs"},
