@@ -23,6 +23,11 @@ prometheus::Family<prometheus::Counter>& ProbeRunsFamily(prometheus::Registry& r
       .Register(registry);
 }
 
+// The tiers and passes the probe runs (probes/peer_tcp.h, probes/peer_fabric.h,
+// core/peer_plan.h): their series start at 0, so that a first failure is an increase.
+constexpr std::string_view kPeerTiers[] = {"tcp", "fabric"};
+constexpr std::string_view kPeerPasses[] = {"ring", "culprit"};
+
 double UnixSeconds(std::chrono::system_clock::time_point time) {
   return std::chrono::duration<double>(time.time_since_epoch()).count();
 }
@@ -45,7 +50,42 @@ ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
                                  "When the last run of the node checks finished, as a Unix time.")
                     .Add({})),
       published_(ProbeRunsFamily(registry).Add({{"result", "published"}})),
-      failed_(ProbeRunsFamily(registry).Add({{"result", "failed"}})) {}
+      failed_(ProbeRunsFamily(registry).Add({{"result", "failed"}})),
+      peer_tests_(prometheus::BuildCounter()
+                      .Name("ncclguard_probe_peer_tests_total")
+                      .Help("Tests between nodes this probe ran as the client, by tier (tcp, "
+                            "fabric), pass (ring, culprit) and result (passed, failed).")
+                      .Register(registry)),
+      peer_test_duration_(prometheus::BuildHistogram()
+                              .Name("ncclguard_probe_peer_test_duration_seconds")
+                              .Help("How long each test between nodes took, by tier.")
+                              .Register(registry)),
+      peer_round_duration_(ProbeGaugeFamily(registry, "ncclguard_probe_peer_round_duration_seconds",
+                                            "How long the last round of tests between nodes took.")
+                               .Add({})),
+      peer_last_round_(ProbeGaugeFamily(registry,
+                                        "ncclguard_probe_peer_last_round_timestamp_seconds",
+                                        "When the last round of tests between nodes finished, as "
+                                        "a Unix time.")
+                           .Add({})),
+      peer_standing_(ProbeGaugeFamily(
+          registry, "ncclguard_probe_peer_standing",
+          "1 for this node's standing after the last round of tests between nodes (reachable, "
+          "unreachable, pair-fault, undecided, untested).")) {
+  for (const std::string_view tier : kPeerTiers) {
+    peer_test_duration_.Add({{"tier", std::string(tier)}}, PeerTestBuckets());
+    for (const std::string_view pass : kPeerPasses) {
+      for (const char* result : {"passed", "failed"}) {
+        peer_tests_.Add(
+            {{"tier", std::string(tier)}, {"pass", std::string(pass)}, {"result", result}});
+      }
+    }
+  }
+}
+
+prometheus::Histogram::BucketBoundaries ProbeMetrics::PeerTestBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+}
 
 void ProbeMetrics::RecordRun(const ProbeReport& report,
                              std::chrono::system_clock::time_point finished) {
@@ -93,6 +133,33 @@ void ProbeMetrics::RecordRun(const ProbeReport& report,
 
 void ProbeMetrics::CountPublication(bool published) {
   (published ? published_ : failed_).Increment();
+}
+
+void ProbeMetrics::RecordPeerTest(std::string_view tier, std::string_view pass, bool passed,
+                                  double seconds) {
+  // Add returns the series already made for the same labels.
+  peer_tests_
+      .Add({{"tier", std::string(tier)},
+            {"pass", std::string(pass)},
+            {"result", passed ? "passed" : "failed"}})
+      .Increment();
+  peer_test_duration_.Add({{"tier", std::string(tier)}}, PeerTestBuckets()).Observe(seconds);
+}
+
+void ProbeMetrics::RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
+                                   std::string_view standing) {
+  const std::lock_guard lock(mutex_);
+  if (standing_series_ != nullptr && standing_ != standing) {
+    peer_standing_.Remove(standing_series_);
+    standing_series_ = nullptr;
+  }
+  if (standing_series_ == nullptr) {
+    standing_ = standing;
+    standing_series_ = &peer_standing_.Add({{"standing", standing_}});
+    standing_series_->Set(1);
+  }
+  peer_round_duration_.Set(seconds);
+  peer_last_round_.Set(UnixSeconds(finished));
 }
 
 }  // namespace ncclguard::probes

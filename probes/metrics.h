@@ -7,6 +7,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "probes/check.h"
 #include "probes/report.h"
@@ -35,6 +37,19 @@ class ProbeMetrics {
   // One attempt to write a run's report to the API server: written, or failed (retried).
   void CountPublication(bool published);
 
+  // One test between nodes this probe ran as the client: tier "tcp" or "fabric", pass "ring" or
+  // "culprit", passed or not, and how long it took.
+  void RecordPeerTest(std::string_view tier, std::string_view pass, bool passed, double seconds);
+  // A finished round: its duration, when it finished, and this node's standing as its peers'
+  // results say ("reachable", "unreachable", "pair-fault", "undecided", or "untested"). The
+  // series of a former standing goes: a scrape shows the last round's only.
+  void RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
+                       std::string_view standing);
+
+  // The buckets of ncclguard_probe_peer_test_duration_seconds: a test on a LAN takes a
+  // millisecond or two, one that times out its --timeout (2 s by default).
+  static prometheus::Histogram::BucketBoundaries PeerTestBuckets();
+
  private:
   struct CheckSeries {
     CheckStatus status = CheckStatus::Skip;
@@ -48,12 +63,19 @@ class ProbeMetrics {
   prometheus::Gauge& last_run_;
   prometheus::Counter& published_;
   prometheus::Counter& failed_;
+  prometheus::Family<prometheus::Counter>& peer_tests_;
+  prometheus::Family<prometheus::Histogram>& peer_test_duration_;
+  prometheus::Gauge& peer_round_duration_;
+  prometheus::Gauge& peer_last_round_;
+  prometheus::Family<prometheus::Gauge>& peer_standing_;
 
   std::mutex mutex_;  // what follows: the series made so far, to remove when they change
   std::map<std::string, CheckSeries, std::less<>> checks_;
   prometheus::Gauge* node_info_series_ = nullptr;
   std::string node_;
   std::string instance_type_;
+  prometheus::Gauge* standing_series_ = nullptr;
+  std::string standing_;
 };
 
 }  // namespace ncclguard::probes

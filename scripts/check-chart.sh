@@ -415,8 +415,10 @@ p="ncclguard-probe"
 for v in get patch; do can yes $p $v nodes; done
 can yes $p patch nodes:status
 can no $p update nodes:status
-for v in get create update patch; do can yes $p $v nodevalidations.ncclguard.io; done
-for v in update patch; do can yes $p $v nodevalidations.ncclguard.io:status; done
+for v in get create patch; do can yes $p $v nodevalidations.ncclguard.io; done
+can yes $p patch nodevalidations.ncclguard.io:status
+can no $p update nodevalidations.ncclguard.io
+can no $p update nodevalidations.ncclguard.io:status
 can no $p delete nodes
 can no $p list nodes
 can no $p delete nodevalidations.ncclguard.io

@@ -38,8 +38,11 @@ def gauge_value(name, target, labels, t, start):
         return start + 60 * 86400
     if name == "ncclguard_webhook_in_flight_memory_budget_bytes":
         return 128 * 1024 * 1024
-    if name == "ncclguard_probe_last_run_timestamp_seconds":
+    if name in ("ncclguard_probe_last_run_timestamp_seconds",
+                "ncclguard_probe_peer_last_round_timestamp_seconds"):
         return t - (t % 300)
+    if name == "ncclguard_probe_peer_round_duration_seconds":
+        return 2.5 + (minutes % 5) / 10
     if name == "ncclguard_probe_check_duration_seconds":
         return 0.05 + 0.01 * (sum(map(ord, labels["check"])) % 20)
     if name == "ncclguard_gate_held_jobs":

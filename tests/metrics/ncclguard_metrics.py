@@ -21,6 +21,7 @@ TARGETS = {
 WEBHOOK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 HOLD_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+PEER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 CHECKS = ("efa-device-count", "efa-provider", "gpu-count", "gpu-p2p", "memlock-limit", "pci-acs")
 NODES = {"probe-1": ("gpu-1", "p5.48xlarge"), "probe-2": ("gpu-2", "p5.48xlarge")}
@@ -124,6 +125,15 @@ METRICS = {
     "ncclguard_probe_node_info": ("gauge", _probes(lambda t: [{"node": NODES[t][0], "instance_type": NODES[t][1]}])),
     "ncclguard_probe_last_run_timestamp_seconds": ("gauge", _probes(lambda t: [{}])),
     "ncclguard_probe_runs_total": ("counter", _probes(lambda t: [{"result": "published"}, {"result": "failed"}])),
+    # The probe's tests between nodes (peer checks).
+    "ncclguard_probe_peer_tests_total": ("counter", _probes(lambda t: [
+        {"tier": tier, "pass": "ring", "result": result}
+        for tier in ("tcp", "fabric") for result in ("passed", "failed")] + [
+        {"tier": "tcp", "pass": "culprit", "result": "passed"}])),
+    "ncclguard_probe_peer_test_duration_seconds": ("histogram", _probes(lambda t: [{"tier": "tcp"}, {"tier": "fabric"}])),
+    "ncclguard_probe_peer_round_duration_seconds": ("gauge", _probes(lambda t: [{}])),
+    "ncclguard_probe_peer_last_round_timestamp_seconds": ("gauge", _probes(lambda t: [{}])),
+    "ncclguard_probe_peer_standing": ("gauge", _probes(lambda t: [{"standing": "reachable"}])),
 }
 
 HISTOGRAM_BUCKETS = {
@@ -133,6 +143,7 @@ HISTOGRAM_BUCKETS = {
     "ncclguard_workqueue_work_duration_seconds": RECONCILE_BUCKETS,
     "ncclguard_gate_hold_duration_seconds": HOLD_BUCKETS,
     "ncclguard_audit_scan_duration_seconds": RECONCILE_BUCKETS,
+    "ncclguard_probe_peer_test_duration_seconds": PEER_BUCKETS,
 }
 
 

@@ -36,6 +36,21 @@ TEST(DiagnoseCli, AnUnansweredEfaHandshakeLinksTheSecurityGroupSection) {
   EXPECT_EQ(findings[1]["id"], "nccl-watchdog-timeout");
 }
 
+// The same hang without an error line: the channel setup over EFA, then the watchdog.
+TEST(DiagnoseCli, AHangRightAfterConnectingOverEfaLinksTheSecurityGroupSection) {
+  const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("efa-hang-after-connect.log")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const core::Json findings = core::Json::parse(r.out);
+  ASSERT_EQ(findings.size(), 2u) << r.out;
+  EXPECT_EQ(findings[0]["id"], "efa-peer-unreachable");
+  EXPECT_EQ(findings[0]["lines"], core::Json::array({20, 21}));
+  EXPECT_NE(findings[0]["message"].get<std::string>().find("hung right after connecting over EFA"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(findings[0]["guide"].get<std::string>().find("#security-group"), std::string::npos);
+  EXPECT_EQ(findings[1]["id"], "nccl-watchdog-timeout");
+}
+
 TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
   const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("rank0-peer-closed.log"),
                          LogFixturePath("rank1-oom.log")});

@@ -310,6 +310,94 @@ TEST(LogEfaPeerUnreachable, ConnectionSetupAndOtherRequestErrorsAreNot) {
   EXPECT_TRUE(r.Of("efa-peer-unreachable").empty());
 }
 
+// A rank that hung right after connecting over EFA, with no error line: NCCL 2.23 with
+// aws-ofi-nccl 1.13 connects its channels at the first collective, prints their setup, then
+// nothing until PyTorch's watchdog times the collective out (tests/fixtures/logs).
+TEST(LogEfaPeerUnreachable, AHangRightAfterTheChannelSetupOverEfaIsFound) {
+  const Result r = ScanOne(LogFixture("efa-hang-after-connect.log"));
+  const auto found = r.Of("efa-peer-unreachable");
+  ASSERT_EQ(found.size(), 1u) << AllText(r);
+  EXPECT_NE(found[0].message.find("hung right after connecting over EFA"), std::string::npos)
+      << found[0].message;
+  EXPECT_NE(found[0].message.find("self-referencing rule"), std::string::npos);
+  ASSERT_EQ(found[0].evidence.size(), 2u);
+  EXPECT_EQ(found[0].evidence[0].line, 20u) << "the last channel line over the plugin";
+  EXPECT_NE(found[0].evidence[0].text.find("[send] via NET/Libfabric/0/GDRDMA"), std::string::npos);
+  EXPECT_EQ(found[0].evidence[1].line, 21u) << "the watchdog's timeout";
+  // The watchdog's own diagnosis is there too; the security group ranks before it.
+  EXPECT_EQ(r.Ids(), (std::set<std::string>{"efa-peer-unreachable", "nccl-watchdog-timeout"}));
+  EXPECT_EQ(r.findings.front().id, "efa-peer-unreachable");
+}
+
+TEST(LogEfaPeerUnreachable, AnUnansweredHandshakeIsNamedOnceNotAlsoAsAHang) {
+  const std::string channel =
+      "worker-1:52:120 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [send] via "
+      "NET/AWS Libfabric/0/GDRDMA\n";
+  const Result r = ScanOne(
+      channel +
+      "worker-1:52:131 [0] NCCL WARN NET/OFI Request 0x7f3a completed with error. RC: 103. Error: "
+      "4126 (Unresponsive receiver (reachable by EFA device but handshake failed))\n"
+      "[Rank 8] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds "
+      "before timing out.\n");
+  const auto found = r.Of("efa-peer-unreachable");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].evidence[0].line, 2u);
+  EXPECT_EQ(found[0].message.find("hung right after"), std::string::npos) << found[0].message;
+}
+
+// What a healthy run and other causes print around the same lines: no hang over EFA.
+TEST(LogEfaPeerUnreachable, ConnectionsThatCompletedOrOtherCausesAreNoHang) {
+  const std::string setup =
+      "worker-0:41:112 [0] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)\n"
+      "worker-0:41:112 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/AWS "
+      "Libfabric/0/GDRDMA\n"
+      "worker-0:41:112 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS "
+      "Libfabric/0/GDRDMA\n";
+  const std::string timeout =
+      "[rank0]:[E1207 16:40:02.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+      "operation timeout: WorkNCCL(SeqNum=88412, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+      "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n";
+  const std::vector<std::pair<std::string, std::string>> logs = {
+      {"the rings connected (NCCL 2.18), a straggler hours later",
+       setup + "worker-0:41:112 [0] NCCL INFO Connected all rings\n" + timeout},
+      {"init completed after the setup (connections made at init)",
+       setup +
+           "worker-0:41:112 [0] NCCL INFO comm 0x55d0c8 rank 0 nranks 16 cudaDev 0 busId "
+           "101c0 commId 0x5f1c1a - Init COMPLETE\n" +
+           timeout},
+      {"the program ran after the setup (NCCL 2.23: no 'Connected all rings' at INFO)",
+       setup + "step 100 loss 2.314 throughput 2210 samples/s\n" + timeout},
+      {"another NCCL error after the setup (its own diagnosis)",
+       setup +
+           "worker-0:41:112 [0] NCCL WARN NET/OFI Unable to register memory (type = 1) for "
+           "device 0. RC: -12, Error: Cannot allocate memory\n" +
+           timeout},
+      {"a timeout before any channel over the plugin", timeout + setup},
+      {"the tcp provider (a host firewall, section 16; efa-tcp-fallback)",
+       "worker-0:41:112 [0] NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics)\n"
+       "worker-0:41:112 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS "
+       "Libfabric/0\n" +
+           timeout},
+      {"NCCL's socket network",
+       "h:1:2 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via "
+       "NET/Socket/1\n" +
+           timeout},
+  };
+  for (const auto& [why, text] : logs) {
+    const Result r = ScanOne(text);
+    EXPECT_TRUE(r.Of("efa-peer-unreachable").empty()) << why << "\n" << AllText(r);
+    EXPECT_EQ(r.Of("nccl-watchdog-timeout").size(), 1u) << why;
+  }
+  // A pod that requested no EFA devices.
+  EXPECT_TRUE(
+      ScanOne(LogFixture("efa-hang-after-connect.log"), false).Of("efa-peer-unreachable").empty());
+  // Healthy EFA logs of both generations have no finding at all.
+  for (const char* file : {"efa-nccl2.18-ofi1.7.log", "efa-nccl2.23-ofi1.13.log"}) {
+    EXPECT_TRUE(ScanOne(LogFixture(file)).findings.empty()) << file;
+  }
+}
+
 // --- CUDA OOM ------------------------------------------------------------------------------
 
 TEST(LogGpuOom, PyTorchAndNcclWordingsAreFound) {

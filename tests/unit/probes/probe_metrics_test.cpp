@@ -1,5 +1,7 @@
 // The probe's metrics: what a scrape shows after each run (only that run's statuses, durations,
-// the node and its instance type, when it finished) and publishing attempts by result.
+// the node and its instance type, when it finished), publishing attempts by result, and the
+// tests between nodes (by tier, pass and result, their durations, the last round and this node's
+// standing).
 #include "probes/metrics.h"
 
 #include <gtest/gtest.h>
@@ -125,6 +127,89 @@ TEST(ProbeMetrics, PublishingAttemptsAreCountedByResult) {
   EXPECT_TRUE(Has(text, R"(ncclguard_probe_runs_total{result="published"} 2)")) << text;
   EXPECT_TRUE(Has(text, R"(ncclguard_probe_runs_total{result="failed"} 3)")) << text;
   EXPECT_TRUE(Has(text, "# TYPE ncclguard_probe_runs_total counter")) << text;
+}
+
+TEST(ProbeMetrics, PeerTestsAreCountedByTierPassAndResultFromZero) {
+  prometheus::Registry registry;
+  ProbeMetrics metrics(registry);
+  const std::string tests = "ncclguard_probe_peer_tests_total";
+  std::string text = metrics::Render(registry);
+  // Every tier, pass and result from 0 (a first failure is an increase rate() sees).
+  for (const char* tier : {"tcp", "fabric"}) {
+    for (const char* pass : {"ring", "culprit"}) {
+      for (const char* result : {"passed", "failed"}) {
+        EXPECT_TRUE(Has(text, tests + "{pass=\"" + pass + "\",result=\"" + result + "\",tier=\"" +
+                                  tier + "\"} 0"))
+            << tier << " " << pass << " " << result << "\n"
+            << text;
+      }
+    }
+  }
+  metrics.RecordPeerTest("tcp", "ring", true, 0.0012);
+  metrics.RecordPeerTest("tcp", "ring", true, 0.0018);
+  metrics.RecordPeerTest("tcp", "ring", false, 2.0);
+  metrics.RecordPeerTest("fabric", "culprit", false, 2.0);
+  metrics.RecordPeerTest("fabric", "ring", true, 0.004);
+  text = metrics::Render(registry);
+  EXPECT_TRUE(Has(text, tests + R"({pass="ring",result="passed",tier="tcp"} 2)")) << text;
+  EXPECT_TRUE(Has(text, tests + R"({pass="ring",result="failed",tier="tcp"} 1)")) << text;
+  EXPECT_TRUE(Has(text, tests + R"({pass="culprit",result="failed",tier="fabric"} 1)")) << text;
+  EXPECT_TRUE(Has(text, tests + R"({pass="ring",result="passed",tier="fabric"} 1)")) << text;
+  EXPECT_TRUE(Has(text, tests + R"({pass="culprit",result="passed",tier="tcp"} 0)")) << text;
+  EXPECT_TRUE(Has(text, "# TYPE " + tests + " counter")) << text;
+}
+
+TEST(ProbeMetrics, PeerTestDurationsFillBucketsFromAMillisecondToFiveSeconds) {
+  prometheus::Registry registry;
+  ProbeMetrics metrics(registry);
+  metrics.RecordPeerTest("tcp", "ring", true, 0.0008);
+  metrics.RecordPeerTest("tcp", "ring", true, 0.002);
+  metrics.RecordPeerTest("tcp", "culprit", false, 2.0);  // timed out at the default --timeout
+  metrics.RecordPeerTest("fabric", "ring", true, 0.03);
+  const std::string text = metrics::Render(registry);
+  const std::string duration = "ncclguard_probe_peer_test_duration_seconds";
+  EXPECT_TRUE(Has(text, "# TYPE " + duration + " histogram")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="0.001"} 1)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="0.0025"} 2)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="1"} 2)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="2.5"} 3)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="5"} 3)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="tcp",le="+Inf"} 3)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_count{tier="tcp"} 3)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="fabric",le="0.025"} 0)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_bucket{tier="fabric",le="0.05"} 1)")) << text;
+  EXPECT_TRUE(Has(text, duration + R"(_count{tier="fabric"} 1)")) << text;
+  EXPECT_EQ(ProbeMetrics::PeerTestBuckets().front(), 0.001);
+  EXPECT_EQ(ProbeMetrics::PeerTestBuckets().back(), 5);
+}
+
+TEST(ProbeMetrics, APeerRoundShowsItsDurationTimeAndOnlyTheCurrentStanding) {
+  prometheus::Registry registry;
+  ProbeMetrics metrics(registry);
+  const std::string standing = "ncclguard_probe_peer_standing";
+  // No standing before the first round.
+  EXPECT_FALSE(HasSeriesStarting(metrics::Render(registry), standing + "{")) << "before a round";
+
+  metrics.RecordPeerRound(1.25, kFinished, "reachable");
+  std::string text = metrics::Render(registry);
+  EXPECT_TRUE(Has(text, standing + R"({standing="reachable"} 1)")) << text;
+  EXPECT_TRUE(Has(text, "ncclguard_probe_peer_round_duration_seconds 1.25")) << text;
+  EXPECT_TRUE(Has(text, "ncclguard_probe_peer_last_round_timestamp_seconds 1800000000")) << text;
+  EXPECT_TRUE(Has(text, "# TYPE " + standing + " gauge")) << text;
+
+  metrics.RecordPeerRound(4.5, kFinished + 300s, "unreachable");
+  metrics.RecordPeerRound(4, kFinished + 600s, "unreachable");
+  text = metrics::Render(registry);
+  EXPECT_TRUE(Has(text, standing + R"({standing="unreachable"} 1)")) << text;
+  EXPECT_FALSE(HasSeriesStarting(text, standing + R"({standing="reachable"})"))
+      << "the former standing's series is removed: " << text;
+  EXPECT_TRUE(Has(text, "ncclguard_probe_peer_round_duration_seconds 4")) << "the last round's";
+  EXPECT_TRUE(Has(text, "ncclguard_probe_peer_last_round_timestamp_seconds 1800000600")) << text;
+
+  metrics.RecordPeerRound(0.5, kFinished + 900s, "reachable");
+  text = metrics::Render(registry);
+  EXPECT_TRUE(Has(text, standing + R"({standing="reachable"} 1)")) << text;
+  EXPECT_FALSE(HasSeriesStarting(text, standing + R"({standing="unreachable"})")) << text;
 }
 
 }  // namespace
