@@ -2,6 +2,7 @@
 // the cluster (probes/publisher.h) every --interval and on request, until SIGTERM; with
 // --metrics-listen it also serves the last run's results to Prometheus (probes/metrics.h).
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,12 +67,27 @@ std::unique_ptr<probes::FabricEndpoint> OpenPeerFabric(const ProbeCommandOptions
   return nullptr;
 }
 
+// The label value of a standing in the probe's metrics: "PairFault" is "pair-fault".
+std::string StandingLabel(std::string_view standing) {
+  std::string label;
+  for (const char c : standing) {
+    if (std::isupper(static_cast<unsigned char>(c)) != 0) {
+      if (!label.empty()) label += '-';
+      label += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      label += c;
+    }
+  }
+  return label;
+}
+
 // The runner of --peer-period, or null without it. Throws core::InputError for bad flags.
 std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& options,
                                                    const std::string& node_name,
                                                    const std::string& instance_type,
                                                    std::chrono::milliseconds interval,
-                                                   std::shared_ptr<kube::Client> client) {
+                                                   std::shared_ptr<kube::Client> client,
+                                                   std::shared_ptr<probes::ProbeMetrics> metrics) {
   if (options.peer_period.empty() || options.peer_period == "0") return nullptr;
   probes::PeerRoundOptions peer;
   peer.node_name = node_name;
@@ -90,6 +106,16 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
   peer.fixed_ports = probes::ParsePeerPorts(options.peer_ports);
   peer.ephemeral = options.peer_ephemeral;
   peer.member_ttl = 3 * interval;
+  if (metrics) {
+    peer.on_test = [metrics](std::string_view tier, std::string_view pass, bool passed,
+                             double seconds) {
+      metrics->RecordPeerTest(tier, pass, passed, seconds);
+    };
+    peer.on_round = [metrics](double seconds, std::chrono::system_clock::time_point finished,
+                              std::string_view standing) {
+      metrics->RecordPeerRound(seconds, finished, StandingLabel(standing));
+    };
+  }
   std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
   std::stringstream range;
   range << file.rdbuf();
@@ -143,10 +169,13 @@ int RunProbePublish(const ProbeCommandOptions& options) {
     return PublishUsageError(e.what());
   }
 
+  if (!HealthListenDisabled(options.metrics_listen)) {
+    publisher_options.metrics = std::make_shared<probes::ProbeMetrics>();
+  }
   std::unique_ptr<probes::PeerRunner> peer_runner;
   try {
     peer_runner = MakePeerRunner(options, node_name, probe.instance_type.value_or(""),
-                                 publisher_options.interval, client);
+                                 publisher_options.interval, client, publisher_options.metrics);
   } catch (const core::InputError& e) {
     return PublishUsageError(e.what());
   }
@@ -177,7 +206,6 @@ int RunProbePublish(const ProbeCommandOptions& options) {
     // Served before the first run starts, so that a scrape finds the pod while its checks run.
     std::unique_ptr<HealthServer> metrics_server;
     if (!HealthListenDisabled(options.metrics_listen)) {
-      publisher_options.metrics = std::make_shared<probes::ProbeMetrics>();
       metrics_server = std::make_unique<HealthServer>(
           options.metrics_listen, [] { return true; }, "--metrics-listen");
       try {

@@ -415,7 +415,8 @@ p="ncclguard-probe"
 for v in get patch; do can yes $p $v nodes; done
 can yes $p patch nodes:status
 can no $p update nodes:status
-for v in get create patch; do can yes $p $v nodevalidations.ncclguard.io; done
+for v in get create patch list; do can yes $p $v nodevalidations.ncclguard.io; done
+can no $p watch nodevalidations.ncclguard.io
 can yes $p patch nodevalidations.ncclguard.io:status
 can no $p update nodevalidations.ncclguard.io
 can no $p update nodevalidations.ncclguard.io:status
