@@ -122,15 +122,18 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
   if (file) std::tie(peer.port_first, peer.port_last) = probes::ParsePortRange(range.str());
   probes::CheckPeerRoundOptions(peer);
   auto answering = OpenPeerFabric(options, peer.address, options.peer_fabric_port);
-  std::unique_ptr<probes::FabricEndpoint> pinging;
+  probes::PeerRunner::OpenPinger open_pinger;
   if (answering) {
-    ProbeCommandOptions same = options;
-    same.peer_fabric = answering->Provider().starts_with("tcp") ? "tcp" : answering->Provider();
-    pinging = OpenPeerFabric(same, peer.address, "");
+    probes::FabricOptions pinger;
+    // "tcp;ofi_rxm" is what answered for "tcp".
+    pinger.provider =
+        answering->Provider().starts_with("tcp") ? "tcp" : std::string(answering->Provider());
+    if (pinger.provider == "tcp" || pinger.provider == "sockets") pinger.source = peer.address;
+    open_pinger = [pinger] { return probes::FabricEndpoint::Open(pinger); };
   }
   return std::make_unique<probes::PeerRunner>(
       peer, std::make_shared<probes::KubePeerDirectory>(client, node_name), std::move(answering),
-      std::move(pinging));
+      std::move(open_pinger));
 }
 
 }  // namespace

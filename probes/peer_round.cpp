@@ -84,16 +84,12 @@ void CheckPeerRoundOptions(const PeerRoundOptions& options) {
 }
 
 PeerRunner::PeerRunner(PeerRoundOptions options, std::shared_ptr<PeerDirectory> directory,
-                       std::unique_ptr<FabricEndpoint> fabric,
-                       std::unique_ptr<FabricEndpoint> pinger)
+                       std::unique_ptr<FabricEndpoint> fabric, OpenPinger open_pinger)
     : options_(std::move(options)),
       directory_(std::move(directory)),
       fabric_(std::move(fabric)),
-      pinger_(std::move(pinger)) {
-  if (!fabric_ || !pinger_) {
-    fabric_.reset();
-    pinger_.reset();
-  }
+      open_pinger_(std::move(open_pinger)) {
+  if (!open_pinger_) fabric_.reset();
   if (!options_.clock) options_.clock = [] { return Clock::now(); };
   block_.path = options_.path;
   block_.address = options_.address;
@@ -245,14 +241,16 @@ std::vector<core::PeerTestResult> PeerRunner::Test(const core::PeerMember& peer,
       std::chrono::steady_clock::now() - started));
   results.push_back(tcp);
 
-  if (pinger_ && !peer.block.fabric_address.empty()) {
+  if (fabric_ && !peer.block.fabric_address.empty()) {
     core::PeerTestResult fabric;
     fabric.peer = peer.node;
     fabric.pass = pass;
     fabric.tier = core::kPeerTierFabric;
-    fabric.provider = pinger_->Provider();
+    fabric.provider = fabric_->Provider();
     try {
-      const FabricTest ping = pinger_->Ping(peer.block.fabric_address, options_.timeout);
+      const auto pinger = open_pinger_();
+      if (!pinger) throw core::InputError("no fabric endpoint to ping from");
+      const FabricTest ping = pinger->Ping(peer.block.fabric_address, options_.timeout);
       fabric.passed = ping.outcome == FabricOutcome::kPassed;
       fabric.result = FabricOutcomeName(ping.outcome);
       fabric.milliseconds = Milliseconds(ping.took);

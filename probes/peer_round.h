@@ -72,11 +72,16 @@ void CheckPeerRoundOptions(const PeerRoundOptions& options);
 
 class PeerRunner {
  public:
-  // The fabric tier's two endpoints of one provider: `fabric` answers the peers' pings (its
-  // address is published), `pinger` sends this node's own, so that neither takes the other's
-  // completions. Null: no fabric tier (no provider opened, or none was asked for).
+  // Opens an endpoint of the answering endpoint's provider for one ping; throws as Open does.
+  using OpenPinger = std::function<std::unique_ptr<FabricEndpoint>()>;
+
+  // The fabric tier: `fabric` answers the peers' pings (its address is published); each ping of
+  // this node's own goes from an endpoint `open_pinger` opens for it, so that neither takes the
+  // other's completions and each test makes a new connection where the provider has them (tcp;
+  // a firewall that drops new connections lets an old one through). Null `fabric`: no fabric
+  // tier (no provider opened, or none was asked for).
   PeerRunner(PeerRoundOptions options, std::shared_ptr<PeerDirectory> directory,
-             std::unique_ptr<FabricEndpoint> fabric, std::unique_ptr<FabricEndpoint> pinger);
+             std::unique_ptr<FabricEndpoint> fabric, OpenPinger open_pinger);
 
   // Rounds until `stop`: publishes the block first (retried each phase until it is written),
   // then joins each round at its start.
@@ -112,7 +117,7 @@ class PeerRunner {
   PeerRoundOptions options_;
   std::shared_ptr<PeerDirectory> directory_;
   std::unique_ptr<FabricEndpoint> fabric_;
-  std::unique_ptr<FabricEndpoint> pinger_;
+  OpenPinger open_pinger_;
   mutable std::mutex mutex_;  // block_
   core::PeerBlock block_;
   bool dirty_ = true;  // block_ not yet written as it is

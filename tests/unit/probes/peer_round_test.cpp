@@ -119,10 +119,10 @@ TEST(PeerRound, TwoProbesAndAGoneMemberNameTheGoneOneAndPublishThemselvesReachab
 
   probes::PeerRunner a(Options("node-a", "127.0.0.91"),
                        std::make_shared<NodeView>(directory, "node-a"), Fabric("127.0.0.91"),
-                       Fabric("127.0.0.91"));
+                       [] { return Fabric("127.0.0.91"); });
   probes::PeerRunner b(Options("node-b", "127.0.0.92"),
                        std::make_shared<NodeView>(directory, "node-b"), Fabric("127.0.0.92"),
-                       Fabric("127.0.0.92"));
+                       [] { return Fabric("127.0.0.92"); });
   // Both probes started and published their blocks before the round.
   a.Announce();
   b.Announce();
