@@ -109,6 +109,8 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
   // Tests pin the tcp provider's port to drop it alone; hidden from help.
   probe->add_option("--peer-fabric-port", options.peer_fabric_port)->group("");
   probe->add_option("--peer-path", options.peer_path)->group("");
+  // Tests on one machine, whose nodes share a clock, run short rounds; hidden from help.
+  probe->add_option("--peer-skew", options.peer_skew)->group("");
   probe->add_option("--log-level", options.log_level,
                     "with --publish: trace, debug, info, warn, error or off");
   probe

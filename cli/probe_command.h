@@ -34,6 +34,7 @@ struct ProbeCommandOptions {
   std::string peer_period;
   std::string peer_address;
   std::string peer_timeout = "2s";
+  std::string peer_skew = "1500ms";  // how long after a window opens the clients test
   std::string peer_ports = "29500";
   std::size_t peer_ephemeral = 4;
   // "auto": the node checks' provider (efa), else libfabric's tcp; "none": no fabric tier.

@@ -100,6 +100,7 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
   try {
     peer.period = ParseDuration(options.peer_period, "--peer-period");
     peer.timeout = ParseDuration(options.peer_timeout, "--peer-timeout");
+    peer.skew = ParseDuration(options.peer_skew, "--peer-skew");
   } catch (const std::invalid_argument& e) {
     throw core::InputError(e.what());
   }

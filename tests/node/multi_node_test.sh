@@ -209,8 +209,9 @@ k uncordon "$node1" >/dev/null
 
 # ---------------------------------------------------------------- 4. the checks between nodes
 # Both nodes as p5.48xlarge with their device plugins (extended resources in the Node's status),
-# ncclguard with its probe passing the checks this host can pass, peer rounds every 16 s (a 1 s
-# test timeout) and the fabric tier (libfabric's tcp provider: no EFA device here) on port 29600.
+# ncclguard with its probe passing the checks this host can pass, peer rounds every 10 s (a 1 s
+# test timeout; the nodes share this host's clock, so a 0.5 s skew) and the fabric tier
+# (libfabric's tcp provider: no EFA device here) on port 29600.
 for n in "$node1" "$node2"; do
   k patch node "$n" --subresource=status --type=merge \
     -p '{"status":{"capacity":{"nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}}' >/dev/null
@@ -218,10 +219,10 @@ done
 ns=ncclguard-system
 start=$SECONDS
 if helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace \
-  --set 'probe.checks={memlock-limit,dev-shm-stale,removeipc}' --set probe.peer.period=16s \
-  --set probe.peer.timeout=1s --set 'probe.extraArgs={--peer-fabric-port=29600}' \
+  --set 'probe.checks={memlock-limit,dev-shm-stale,removeipc}' --set probe.peer.period=10s \
+  --set probe.peer.timeout=1s --set 'probe.extraArgs={--peer-fabric-port=29600,--peer-skew=500ms}' \
   --wait --timeout 180s >"$work/helm.log" 2>&1; then
-  pass "helm install ncclguard, the probe on both nodes with peer rounds every 16s ($((SECONDS - start))s)"
+  pass "helm install ncclguard, the probe on both nodes with peer rounds every 10s ($((SECONDS - start))s)"
 else
   cat "$work/helm.log"; fail "helm install ncclguard"; exit 1
 fi
