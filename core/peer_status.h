@@ -5,7 +5,7 @@
 //
 // A probe writes its block when something in it changes, not every round: its address at start,
 // its tests of a round where one failed (the others need the failures to plan the second pass),
-// and its verdict when the verdict changes. A test a client did not publish for a round passed,
+// and its verdict when the verdict changes, with the tests of the round it judged. A test a client did not publish for a round passed,
 // so a healthy group costs no writes beyond the probe's own report.
 #pragma once
 

@@ -283,6 +283,10 @@ void PeerRunner::Judge(std::uint64_t round, const Group& now) {
   if (SameVerdict(block_, judgement)) return;
   block_.standing = judgement.standing;
   block_.judged_round = round;
+  // The verdict's own round's tests go with it: what was tested, with whom, on which ports and
+  // tiers, and how long it took, passed or not.
+  block_.round = round;
+  block_.tests = last_tests_;
   block_.failed_with = judgement.failed_with;
   block_.failed_tier = judgement.failed_tier;
   block_.failed_detail = judgement.failed_detail;

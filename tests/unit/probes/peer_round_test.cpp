@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -158,6 +159,16 @@ TEST(PeerRound, TwoProbesAndAGoneMemberNameTheGoneOneAndPublishThemselvesReachab
   EXPECT_EQ(a.block().standing, core::kPeerReachable) << a.block().message;
   EXPECT_EQ(b.block().standing, core::kPeerReachable) << b.block().message;
   EXPECT_EQ(directory->Peer("node-a").value("standing", ""), "Reachable");
+  // The verdict carries the round it judged: what node-a tested, with whom, on which ports.
+  const core::PeerBlock judged = a.block();
+  EXPECT_EQ(judged.judged_round, round);
+  const auto ring = std::find_if(judged.tests.begin(), judged.tests.end(), [](const auto& t) {
+    return t.pass == core::kPeerPassRing && t.tier == core::kPeerTierTcp;
+  });
+  ASSERT_NE(ring, judged.tests.end());
+  EXPECT_EQ(ring->peer, "node-b");
+  EXPECT_TRUE(ring->passed);
+  EXPECT_EQ(ring->ports.substr(0, 6), "29531,") << ring->ports;
   EXPECT_EQ(directory->Peer("node-b").value("standing", ""), "Reachable");
   // What judged node-c, read the same way: unreachable.
   std::vector<core::PeerMember> members;
