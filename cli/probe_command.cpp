@@ -45,6 +45,7 @@ std::optional<std::string> BuildProbeOptions(const ProbeCommandOptions& options,
   probe.host_root = options.host_root;
   probe.node_name = options.node_name;
   probe.fabric_provider = options.fabric_provider;
+  if (!options.firewall_netns.empty()) probe.firewall_netns = options.firewall_netns;
   probe.measure_bandwidth = options.bandwidth;
   probe.check_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(options.check_timeout_seconds * 1000));
@@ -78,6 +79,8 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
   probe->add_option("--check-timeout", options.check_timeout_seconds, "seconds per check");
   // Tests point the EFA checks at Debian libfabric's tcp/sockets providers; hidden from help.
   probe->add_option("--fabric-provider", options.fabric_provider)->group("");
+  // Tests: the network namespace host-firewall reads ("current": the probe's own, not entered).
+  probe->add_option("--firewall-netns", options.firewall_netns)->group("");
   probe->add_flag("--publish", options.publish,
                   "DaemonSet mode: write the NodeValidation, node label and NcclReady condition, "
                   "every --interval and on request, until SIGTERM");

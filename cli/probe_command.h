@@ -22,6 +22,8 @@ struct ProbeCommandOptions {
   std::vector<std::string> checks;  // empty: all
   double check_timeout_seconds = 10;
   std::string fabric_provider = "efa";  // tests use Debian libfabric's "tcp" or "sockets"
+  // host-firewall's network namespace file; empty: <host-root>/proc/1/ns/net. Tests only.
+  std::string firewall_netns;
   // --publish (DaemonSet mode): write the report to the cluster every interval and on request.
   bool publish = false;
   std::string interval = "5m";

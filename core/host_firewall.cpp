@@ -298,8 +298,9 @@ std::string DescribePorts(const std::vector<PortRange>& ports) {
 
 std::string DescribeFinding(const FirewallFinding& finding) {
   const std::string action = finding.verdict == RuleVerdict::kReject ? "rejects" : "drops";
-  const std::string rule =
-      finding.policy ? "policy drop, no rule accepting them first," : finding.rule;
+  const std::string rule = !finding.policy    ? finding.rule
+                           : finding.definite ? "policy drop, no rule accepting them first,"
+                                              : "policy drop";
   std::string text = finding.where + ": " + rule + " " +
                      (finding.definite ? action : "may " + action.substr(0, action.size() - 1)) +
                      " new TCP connections to port(s) " + DescribePorts(finding.ports) + " on " +

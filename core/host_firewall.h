@@ -5,10 +5,11 @@
 // pods) as the kernel would for one SYN from a training peer.
 //
 // What the walk assumes of that SYN: TCP over IPv4, conntrack state NEW, flags SYN only, from a
-// peer (not loopback) to this node (not loopback). Conditions on the peer's address or the input
-// interface are taken to hold: a rule limited to the training subnet (the guide's fix) is taken
-// to be about the peers. A condition the reader did not understand (a mark, a set it did not
-// read, an unknown match) may or may not hold: what follows it is reported as "may drop".
+// peer (not loopback) to this node (not loopback). A condition on the peer's source address is
+// taken to hold: a rule limited to the training subnet (the guide's fix) is taken to be about
+// the peers. One on an interface other than lo, the destination address, or one the reader did
+// not understand (a mark, a set it did not read, an unknown match) may or may not hold: a drop
+// it guards, or one after an accept it guards, is reported as "may drop".
 #pragma once
 
 #include <cstdint>

@@ -22,6 +22,9 @@ struct ProbeOptions {
   // libfabric provider the EFA checks query; "efa" except in tests (Debian's "tcp"/"sockets").
   std::string fabric_provider = "efa";
   bool measure_bandwidth = false;
+  // The network namespace host-firewall reads: a /proc/<pid>/ns/net file entered with setns, or
+  // "current" for the probe's own. nullopt: the host's, <host_root>/proc/1/ns/net.
+  std::optional<std::filesystem::path> firewall_netns;
   std::chrono::milliseconds check_timeout{10000};
   core::Policy policy = core::Policy::Defaults();
 };

@@ -48,4 +48,14 @@ inline constexpr HostFix kDrainNode{
     "kubectl cordon <node>\nkubectl drain <node> --ignore-daemonsets --delete-emptydir-data",
     "every pod on the node is evicted, including other jobs."};
 
+// §16 host-firewall: NCCL's TCP from the training subnet, on both paths (the guide's CIDR is an
+// example the admin replaces).
+inline constexpr HostFix kAllowNcclTcp{
+    "iptables -I INPUT   -p tcp -s 10.1.0.0/16 --dport 1024:65535 -j ACCEPT\n"
+    "iptables -I FORWARD -p tcp -s 10.1.0.0/16 --dport 1024:65535 -j ACCEPT",
+    "every high TCP port on that node becomes reachable from the whole CIDR, for every process, "
+    "not just NCCL. Use the narrowest CIDR that covers the training nodes (and pod IPs if pods "
+    "get their own), and roll the change through your configuration management, not by hand on "
+    "one node."};
+
 }  // namespace ncclguard::probes

@@ -29,7 +29,7 @@ TEST(HostFixes, CommandsAndBlastRadiiAreQuotedFromTheGuide) {
   const std::string prose = CollapseSpaces(guide);
   for (const probes::HostFix& fix :
        {probes::kClearAcs, probes::kRemoveIpcNo, probes::kRemoveStaleShm,
-        probes::kContainerdMemlock, probes::kDrainNode}) {
+        probes::kContainerdMemlock, probes::kDrainNode, probes::kAllowNcclTcp}) {
     std::istringstream lines{std::string(fix.command)};
     std::string line;
     while (std::getline(lines, line))

@@ -1,0 +1,120 @@
+// The node's netfilter rules, read as data through the kernel's own interfaces (docs/guide.md
+// section 16), into core/host_firewall.h's model:
+//   - iptables-legacy: getsockopt(IPT_SO_GET_INFO, IPT_SO_GET_ENTRIES) on a raw socket, the
+//     filter table's ipt_entry blob walked with every offset checked;
+//   - nftables, iptables-nft included (it writes nftables rules): NFT_MSG_GETTABLE, GETCHAIN and
+//     GETRULE dumps on a NETLINK_NETFILTER socket, the attributes parsed here with their lengths
+//     checked and bounded in count and bytes.
+// Both need CAP_NET_ADMIN in the network namespace read; neither loads a kernel module or
+// creates a table to read it (a table the namespace does not have is not asked for).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/host_firewall.h"
+
+namespace ncclguard::probes {
+
+// A malformed kernel answer (or a crafted buffer in tests): what was wrong, and where.
+class NetfilterParseError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Limits on what is read: a node with more is reported, not read in part.
+inline constexpr std::size_t kMaxNetfilterBytes = 32u << 20;
+inline constexpr std::size_t kMaxNetfilterRules = 100000;
+inline constexpr std::size_t kMaxRuleExpressions = 256;
+
+// IPT_SO_GET_INFO's answer, as the parser needs it.
+struct IptTableInfo {
+  std::uint32_t valid_hooks = 0;
+  std::array<std::uint32_t, 5> hook_entry{};
+  std::array<std::uint32_t, 5> underflow{};
+  std::uint32_t num_entries = 0;
+  std::uint32_t size = 0;
+};
+
+// The filter table from IPT_SO_GET_ENTRIES's entries (`entries`: entrytable, info.size bytes).
+// Throws NetfilterParseError.
+core::FirewallTable ParseIptEntries(std::span<const unsigned char> entries,
+                                    const IptTableInfo& info);
+
+// An x_tables match or target's data, as ip_tables and nftables' compat expressions carry it:
+// adds the conditions it understands to `rule` and its iptables text to `text`.
+void ApplyXtMatch(std::string_view name, std::span<const unsigned char> data, unsigned revision,
+                  core::FirewallRule& rule, std::string& text);
+void ApplyXtTarget(std::string_view name, std::span<const unsigned char> data,
+                   core::FirewallRule& rule, std::string& text);
+
+// "NEW,ESTABLISHED" (iptables) or "new,established" (nft) for a mask of core::kCt* bits.
+std::string CtStateNames(std::uint32_t mask, bool upper_case);
+// "tcp", "udp", or the number.
+std::string ProtocolName(int protocol);
+
+// nftables' dumps, accumulated message by message.
+class NftRuleset {
+ public:
+  // One datagram of a dump (several netlink messages). Returns true at its NLMSG_DONE. Throws
+  // NetfilterParseError on a malformed message, a netlink error or a limit passed.
+  bool Feed(std::span<const unsigned char> datagram);
+  // The tables read so far, dormant ones left out, each chain's rules in order.
+  std::vector<core::FirewallTable> Tables() const;
+  std::size_t RuleCount() const { return rules_.size(); }
+
+ private:
+  struct Table {
+    int family = 0;
+    std::string name;
+    bool dormant = false;
+  };
+  struct Chain {
+    int family = 0;
+    std::string table;
+    std::string name;
+    int hook = -1;
+    bool policy_drop = false;
+  };
+  struct Rule {
+    int family = 0;
+    std::string table;
+    std::string chain;
+    core::FirewallRule rule;
+  };
+  void ParseTable(int family, std::span<const unsigned char> attributes);
+  void ParseChain(int family, std::span<const unsigned char> attributes);
+  void ParseRule(int family, std::span<const unsigned char> attributes);
+
+  std::vector<Table> tables_;
+  std::vector<Chain> chains_;
+  std::vector<Rule> rules_;
+  std::size_t bytes_ = 0;
+};
+
+// What was read of one network namespace.
+struct NetfilterRead {
+  std::vector<core::FirewallTable> tables;
+  std::vector<std::string> sources;  // "iptables-legacy filter: 12 rules", "nftables: 3 tables..."
+  std::vector<std::string> errors;   // "nftables: reading rules: Operation not permitted"
+  // net.ipv4.ip_local_port_range in that namespace, when it could be read.
+  std::optional<core::PortRange> ephemeral_ports;
+};
+
+// Reads the rules of the current thread's network namespace.
+NetfilterRead ReadNetfilter();
+
+// Reads the rules of the network namespace `netns` (a /proc/<pid>/ns/net file), entered with
+// setns on a thread of its own that does nothing else and ends after. Empty path: the calling
+// thread's own namespace, read in place. Throws std::runtime_error when the namespace cannot be
+// entered (no such file, no CAP_SYS_ADMIN).
+NetfilterRead ReadNetfilterIn(const std::filesystem::path& netns);
+
+}  // namespace ncclguard::probes

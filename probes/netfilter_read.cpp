@@ -1,0 +1,253 @@
+// The kernel's side: sockets and /proc files of the network namespace the calling thread is in.
+#include <fcntl.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter_ipv4/ip_tables.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "probes/netfilter.h"
+
+namespace ncclguard::probes {
+namespace {
+
+class NetfilterSocket {
+ public:
+  explicit NetfilterSocket(int fd) : fd_(fd) {}
+  ~NetfilterSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  NetfilterSocket(const NetfilterSocket&) = delete;
+  NetfilterSocket& operator=(const NetfilterSocket&) = delete;
+  int Fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
+
+std::string PermissionHint(int error) {
+  return error == EPERM || error == EACCES ? " (reading netfilter needs CAP_NET_ADMIN)" : "";
+}
+
+// /proc/thread-self/net/...: the calling thread's network namespace, whichever /proc this is.
+std::optional<std::string> ReadProcFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return std::nullopt;
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str().substr(0, 1 << 20);
+}
+
+bool HasLine(const std::string& text, std::string_view line) {
+  std::istringstream lines(text);
+  std::string current;
+  while (std::getline(lines, current))
+    if (current == line) return true;
+  return false;
+}
+
+void ReadLegacy(NetfilterRead& read) {
+  // ip_tables_names lists the tables this namespace has; asking for one it lacks would create
+  // it (and load its module), which a probe must not do.
+  const auto names = ReadProcFile("/proc/thread-self/net/ip_tables_names");
+  if (!names) {
+    read.sources.push_back("iptables-legacy: not in use (ip_tables is not loaded)");
+    return;
+  }
+  if (!HasLine(*names, "filter")) {
+    read.sources.push_back("iptables-legacy: no filter table");
+    return;
+  }
+  const NetfilterSocket socket(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW));
+  if (socket.Fd() < 0) {
+    read.errors.push_back(Errno("iptables-legacy: raw socket") + PermissionHint(errno));
+    return;
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ipt_getinfo info{};
+    std::strncpy(info.name, "filter", sizeof(info.name) - 1);
+    socklen_t length = sizeof(info);
+    if (getsockopt(socket.Fd(), IPPROTO_IP, IPT_SO_GET_INFO, &info, &length) != 0) {
+      read.errors.push_back(Errno("iptables-legacy: IPT_SO_GET_INFO filter") +
+                            PermissionHint(errno));
+      return;
+    }
+    if (info.size > kMaxNetfilterBytes) {
+      read.errors.push_back("iptables-legacy: the filter table's " + std::to_string(info.size) +
+                            " bytes are more than the " + std::to_string(kMaxNetfilterBytes) +
+                            " read");
+      return;
+    }
+    std::vector<unsigned char> buffer(sizeof(ipt_get_entries) + info.size);
+    ipt_get_entries request{};
+    std::strncpy(request.name, "filter", sizeof(request.name) - 1);
+    request.size = info.size;
+    std::memcpy(buffer.data(), &request, sizeof(request));
+    length = static_cast<socklen_t>(buffer.size());
+    if (getsockopt(socket.Fd(), IPPROTO_IP, IPT_SO_GET_ENTRIES, buffer.data(), &length) != 0) {
+      if (errno == EAGAIN) continue;  // the table changed between the two calls
+      read.errors.push_back(Errno("iptables-legacy: IPT_SO_GET_ENTRIES filter"));
+      return;
+    }
+    IptTableInfo parsed;
+    parsed.valid_hooks = info.valid_hooks;
+    parsed.num_entries = info.num_entries;
+    parsed.size = info.size;
+    for (int hook = 0; hook < NF_INET_NUMHOOKS; ++hook) {
+      parsed.hook_entry[hook] = info.hook_entry[hook];
+      parsed.underflow[hook] = info.underflow[hook];
+    }
+    try {
+      core::FirewallTable table = ParseIptEntries(
+          std::span<const unsigned char>(buffer).subspan(sizeof(ipt_get_entries)), parsed);
+      std::size_t rules = 0;
+      for (const auto& chain : table.chains) rules += chain.rules.size();
+      read.sources.push_back("iptables-legacy filter: " + std::to_string(rules) + " rules");
+      read.tables.push_back(std::move(table));
+    } catch (const NetfilterParseError& e) {
+      read.errors.push_back("iptables-legacy filter: " + std::string(e.what()));
+    }
+    return;
+  }
+  read.errors.push_back("iptables-legacy: the filter table kept changing while read");
+}
+
+bool NfTablesLoaded() {
+  const auto modules = ReadProcFile("/proc/modules");
+  if (!modules) return true;  // no modules: built in, if at all; asking loads nothing
+  if (modules->starts_with("nf_tables ") || modules->find("\nnf_tables ") != std::string::npos)
+    return true;
+  return access("/sys/module/nf_tables", F_OK) == 0;
+}
+
+// One dump (GETTABLE, GETCHAIN or GETRULE of every family) fed to `ruleset`.
+void Dump(int fd, std::uint16_t message, std::uint32_t sequence, NftRuleset& ruleset) {
+  struct {
+    nlmsghdr header;
+    nfgenmsg generic;
+  } request{};
+  request.header.nlmsg_len = sizeof(request);
+  request.header.nlmsg_type = static_cast<std::uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | message);
+  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  request.header.nlmsg_seq = sequence;
+  request.generic.nfgen_family = AF_UNSPEC;
+  request.generic.version = NFNETLINK_V0;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(fd, &request, sizeof(request), 0, reinterpret_cast<sockaddr*>(&kernel),
+             sizeof(kernel)) < 0)
+    throw NetfilterParseError(Errno("sending the dump request") + PermissionHint(errno));
+  std::vector<unsigned char> buffer(1 << 16);
+  for (;;) {
+    const ssize_t received = recv(fd, buffer.data(), buffer.size(), MSG_TRUNC);
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      throw NetfilterParseError(Errno("reading the dump") + PermissionHint(errno));
+    }
+    if (static_cast<std::size_t>(received) > buffer.size())
+      throw NetfilterParseError("a netlink datagram of " + std::to_string(received) +
+                                " bytes, more than " + std::to_string(buffer.size()));
+    if (ruleset.Feed(
+            std::span<const unsigned char>(buffer).first(static_cast<std::size_t>(received))))
+      return;
+  }
+}
+
+void ReadNftables(NetfilterRead& read) {
+  if (!NfTablesLoaded()) {
+    read.sources.push_back("nftables: not in use (nf_tables is not loaded)");
+    return;
+  }
+  std::string last_error;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const NetfilterSocket socket(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
+    if (socket.Fd() < 0) {
+      read.errors.push_back(Errno("nftables: netlink socket"));
+      return;
+    }
+    const timeval timeout{2, 0};
+    setsockopt(socket.Fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    NftRuleset ruleset;
+    try {
+      Dump(socket.Fd(), NFT_MSG_GETTABLE, 1, ruleset);
+      Dump(socket.Fd(), NFT_MSG_GETCHAIN, 2, ruleset);
+      Dump(socket.Fd(), NFT_MSG_GETRULE, 3, ruleset);
+    } catch (const NetfilterParseError& e) {
+      last_error = e.what();
+      if (last_error.find("interrupted") != std::string::npos) continue;  // changed mid-dump
+      break;
+    }
+    std::vector<core::FirewallTable> tables = ruleset.Tables();
+    read.sources.push_back("nftables: " + std::to_string(tables.size()) + " tables, " +
+                           std::to_string(ruleset.RuleCount()) + " rules");
+    for (auto& table : tables) read.tables.push_back(std::move(table));
+    return;
+  }
+  read.errors.push_back("nftables: " + last_error);
+}
+
+std::optional<core::PortRange> EphemeralPorts() {
+  const auto text = ReadProcFile("/proc/sys/net/ipv4/ip_local_port_range");
+  if (!text) return std::nullopt;
+  std::istringstream fields(*text);
+  unsigned first = 0, last = 0;
+  if (!(fields >> first >> last) || first > last || last > 65535) return std::nullopt;
+  return core::PortRange{static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(last)};
+}
+
+}  // namespace
+
+NetfilterRead ReadNetfilter() {
+  NetfilterRead read;
+  read.ephemeral_ports = EphemeralPorts();
+  ReadLegacy(read);
+  ReadNftables(read);
+  return read;
+}
+
+NetfilterRead ReadNetfilterIn(const std::filesystem::path& netns) {
+  if (netns.empty()) return ReadNetfilter();
+  NetfilterRead read;
+  std::string error;
+  // setns changes the namespace of the calling thread only: this one, which ends after.
+  std::thread reader([&] {
+    const int fd = open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int reason = errno;
+      error = Errno("opening " + netns.string()) +
+              (reason == ENOENT ? " (the host's /proc is not under the host root)"
+               : reason == EACCES || reason == EPERM
+                   ? " (another process's namespace takes the privileged probe)"
+                   : "");
+      return;
+    }
+    if (setns(fd, CLONE_NEWNET) != 0) {
+      error = Errno("entering the network namespace " + netns.string()) +
+              (errno == EPERM ? " (needs CAP_SYS_ADMIN: the privileged probe)" : "");
+      close(fd);
+      return;
+    }
+    close(fd);
+    try {
+      read = ReadNetfilter();
+    } catch (const std::exception& e) {
+      error = std::string("reading netfilter: ") + e.what();
+    }
+  });
+  reader.join();
+  if (!error.empty()) throw std::runtime_error(error);
+  return read;
+}
+
+}  // namespace ncclguard::probes
