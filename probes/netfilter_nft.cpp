@@ -421,10 +421,20 @@ class RuleBuilder {
   void Cmp(std::uint32_t sreg, std::uint32_t op, const std::vector<unsigned char>& value) {
     const Register& reg = At(sreg);
     const bool zero = std::all_of(value.begin(), value.end(), [](unsigned char b) { return !b; });
-    if (!reg.mask_text.empty() && zero && (op == NFT_CMP_EQ || op == NFT_CMP_NEQ))
+    if (!reg.mask_text.empty() && zero && (op == NFT_CMP_EQ || op == NFT_CMP_NEQ)) {
       Text(reg.name + (op == NFT_CMP_NEQ ? " " : " != ") + reg.mask_text);  // ct state new
-    else
+    } else if (op == NFT_CMP_LTE && lower_bound_ && lower_bound_->first == RegisterSlot(sreg) &&
+               lower_bound_->second + 1 == tokens_.size()) {
+      // nft writes a range as >= and <=: listed as nft lists it, "tcp dport 32768-60999".
+      tokens_.back() = reg.name + " " + lower_bound_text_ + "-" + ValueText(reg, value);
+    } else {
       Text(reg.name + " " + OpText(op) + ValueText(reg, value));
+    }
+    lower_bound_.reset();
+    if (op == NFT_CMP_GTE) {
+      lower_bound_ = std::make_pair(RegisterSlot(sreg), tokens_.size() - 1);
+      lower_bound_text_ = ValueText(reg, value);
+    }
     switch (reg.kind) {
       case Register::kKnown: {
         const std::size_t n = std::min(reg.value.size(), value.size());
@@ -621,6 +631,9 @@ class RuleBuilder {
   std::map<std::uint32_t, Register> registers_;
   std::vector<std::string> tokens_;
   std::optional<std::size_t> last_l4proto_at_;
+  // The last token when it was a >= comparison: its register's slot and the token's index.
+  std::optional<std::pair<std::uint32_t, std::size_t>> lower_bound_;
+  std::string lower_bound_text_;
 };
 
 }  // namespace

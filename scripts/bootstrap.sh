@@ -13,9 +13,10 @@ packages=(
   libfabric-dev libfabric-bin libjemalloc-dev prometheus-cpp-dev
 )
 # The test node (scripts/node.sh, scripts/image.sh): container runtime, CNI plugins, image
-# build without a registry. Left out with --no-node (the Dockerfile's build stage).
+# build without a registry. Left out with --no-node (the Dockerfile's build stage). nftables:
+# the nft program, for host-firewall's native nft case (tests/scripts/host_firewall_test.sh).
 node_packages=(
-  containerd runc containernetworking-plugins iptables conntrack buildah debootstrap
+  containerd runc containernetworking-plugins iptables nftables conntrack buildah debootstrap
 )
 # The fuzzers (scripts/fuzz.sh, ctest label fuzz): clang with libFuzzer and the sanitizers.
 fuzz_packages=(clang-14 libclang-rt-14-dev)
