@@ -2,9 +2,9 @@
 // section 16), into core/host_firewall.h's model:
 //   - iptables-legacy: getsockopt(IPT_SO_GET_INFO, IPT_SO_GET_ENTRIES) on a raw socket, the
 //     filter table's ipt_entry blob walked with every offset checked;
-//   - nftables, iptables-nft included (it writes nftables rules): NFT_MSG_GETTABLE, GETCHAIN and
-//     GETRULE dumps on a NETLINK_NETFILTER socket, the attributes parsed here with their lengths
-//     checked and bounded in count and bytes.
+//   - nftables, iptables-nft included (it writes nftables rules): NFT_MSG_GETTABLE, GETCHAIN,
+//     GETRULE and GETSET dumps on a NETLINK_NETFILTER socket, and GETSETELEM of each set, the
+//     attributes parsed here with their lengths checked and bounded in count and bytes.
 // Both need CAP_NET_ADMIN in the network namespace read; neither loads a kernel module or
 // creates a table to read it (a table the namespace does not have is not asked for).
 #pragma once
@@ -33,6 +33,8 @@ class NetfilterParseError : public std::runtime_error {
 inline constexpr std::size_t kMaxNetfilterBytes = 32u << 20;
 inline constexpr std::size_t kMaxNetfilterRules = 100000;
 inline constexpr std::size_t kMaxRuleExpressions = 256;
+inline constexpr std::size_t kMaxNftSets = 1024;
+inline constexpr std::size_t kMaxSetElements = 200000;  // of all sets together
 
 // IPT_SO_GET_INFO's answer, as the parser needs it.
 struct IptTableInfo {
@@ -60,15 +62,39 @@ std::string CtStateNames(std::uint32_t mask, bool upper_case);
 // "tcp", "udp", or the number.
 std::string ProtocolName(int protocol);
 
-// nftables' dumps, accumulated message by message.
+// nftables' dumps, accumulated message by message: tables, chains, rules, sets and the elements
+// of each set (a dump of its own), so that a lookup of a port set or a verdict map is read.
 class NftRuleset {
  public:
   // One datagram of a dump (several netlink messages). Returns true at its NLMSG_DONE. Throws
   // NetfilterParseError on a malformed message, a netlink error or a limit passed.
   bool Feed(std::span<const unsigned char> datagram);
-  // The tables read so far, dormant ones left out, each chain's rules in order.
+  // The tables read so far, dormant ones left out, each chain's rules in order. Throws
+  // NetfilterParseError on a rule whose expressions are malformed.
   std::vector<core::FirewallTable> Tables() const;
   std::size_t RuleCount() const { return rules_.size(); }
+
+  struct SetName {
+    int family = 0;
+    std::string table;
+    std::string name;
+  };
+  // The sets listed (NFT_MSG_GETSET), whose elements are asked for one dump each.
+  std::vector<SetName> Sets() const;
+
+  // One element: a key, or a range of keys, and for a map its data (a verdict).
+  struct Element {
+    std::vector<unsigned char> key;
+    std::vector<unsigned char> key_end;  // set: the range's last key (NFTA_SET_ELEM_KEY_END)
+    std::vector<unsigned char> data;     // the NFTA_SET_ELEM_DATA attribute, unparsed
+    bool interval_end = false;           // NFT_SET_ELEM_INTERVAL_END: the key ends a range
+  };
+  struct Set {
+    SetName name;
+    std::uint32_t flags = 0;
+    bool elements_read = false;
+    std::vector<Element> elements;
+  };
 
  private:
   struct Table {
@@ -83,20 +109,28 @@ class NftRuleset {
     int hook = -1;
     bool policy_drop = false;
   };
+  struct Expression {
+    std::string name;
+    std::vector<unsigned char> data;  // NFTA_EXPR_DATA's attributes
+  };
   struct Rule {
     int family = 0;
     std::string table;
     std::string chain;
-    core::FirewallRule rule;
+    std::vector<Expression> expressions;
   };
   void ParseTable(int family, std::span<const unsigned char> attributes);
   void ParseChain(int family, std::span<const unsigned char> attributes);
   void ParseRule(int family, std::span<const unsigned char> attributes);
+  void ParseSet(int family, std::span<const unsigned char> attributes);
+  void ParseSetElements(int family, std::span<const unsigned char> attributes);
 
   std::vector<Table> tables_;
   std::vector<Chain> chains_;
   std::vector<Rule> rules_;
+  std::vector<Set> sets_;
   std::size_t bytes_ = 0;
+  std::size_t elements_ = 0;
 };
 
 // What was read of one network namespace.

@@ -233,9 +233,70 @@ Tristate Compare(int order, std::uint32_t op) {
 }
 
 // Builds one rule from its expressions.
+// A set's elements as ranges of keys (first and last inclusive), each with a map's verdict.
+struct SetRange {
+  std::vector<unsigned char> first;
+  std::vector<unsigned char> last;
+  Data data;
+};
+
+// key - 1, big-endian, for the end of an interval set's range (its end element is exclusive).
+std::vector<unsigned char> Decrement(std::vector<unsigned char> key) {
+  for (auto it = key.rbegin(); it != key.rend(); ++it)
+    if ((*it)-- != 0) break;
+  return key;
+}
+
+int CompareKeys(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  return std::memcmp(a.data(), b.data(), a.size());
+}
+
+std::vector<SetRange> RangesOf(const NftRuleset::Set& set) {
+  std::vector<SetRange> ranges;
+  const auto data_of = [](const NftRuleset::Element& element) {
+    return element.data.empty() ? Data{} : ParseData(element.data, "set element data");
+  };
+  if (!(set.flags & NFT_SET_INTERVAL)) {
+    for (const auto& element : set.elements)
+      ranges.push_back(
+          {element.key, element.key_end.empty() ? element.key : element.key_end, data_of(element)});
+    std::stable_sort(ranges.begin(), ranges.end(), [](const SetRange& a, const SetRange& b) {
+      return CompareKeys(a.first, b.first) < 0;  // in order, as nft lists them
+    });
+    return ranges;
+  }
+  // An interval set lists each range's first key, and the key after its last as an end element
+  // (or, with NFTA_SET_ELEM_KEY_END, both in one element).
+  std::vector<const NftRuleset::Element*> sorted;
+  for (const auto& element : set.elements) sorted.push_back(&element);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+    const int order = CompareKeys(a->key, b->key);
+    return order != 0 ? order < 0 : a->interval_end && !b->interval_end;
+  });
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const auto& element = *sorted[i];
+    if (element.interval_end) continue;
+    if (!element.key_end.empty()) {
+      ranges.push_back({element.key, element.key_end, data_of(element)});
+      continue;
+    }
+    std::vector<unsigned char> last(element.key.size(), 0xff);
+    for (std::size_t j = i + 1; j < sorted.size(); ++j)
+      if (sorted[j]->interval_end) {
+        last = Decrement(sorted[j]->key);
+        break;
+      }
+    ranges.push_back({element.key, last, data_of(element)});
+  }
+  return ranges;
+}
+
+using SetResolver = std::function<const NftRuleset::Set*(const std::string&)>;
+
 class RuleBuilder {
  public:
-  explicit RuleBuilder(FirewallRule& rule) : rule_(rule) {}
+  RuleBuilder(FirewallRule& rule, SetResolver sets) : rule_(rule), sets_(std::move(sets)) {}
 
   void Expression(const std::string& name, Bytes data) {
     std::map<unsigned, Bytes> attributes;
@@ -294,13 +355,23 @@ class RuleBuilder {
     }
   }
 
-  void Finish() {
+  // The rule, or one rule a port of a verdict map keyed by the destination port.
+  std::vector<FirewallRule> Finish() {
     std::string text;
     for (const std::string& token : tokens_) {
       if (token == kHiddenL4proto) continue;
       text += (text.empty() ? "" : " ") + token;
     }
     rule_.text = text;
+    if (port_map_.empty()) return {rule_};
+    std::vector<FirewallRule> rules;
+    for (const auto& [range, data] : port_map_) {
+      FirewallRule variant = rule_;
+      variant.dports.push_back({{range}, false, false});
+      ApplyVerdict(variant, data);
+      rules.push_back(std::move(variant));
+    }
+    return rules;
   }
 
  private:
@@ -423,6 +494,9 @@ class RuleBuilder {
     const bool zero = std::all_of(value.begin(), value.end(), [](unsigned char b) { return !b; });
     if (!reg.mask_text.empty() && zero && (op == NFT_CMP_EQ || op == NFT_CMP_NEQ)) {
       Text(reg.name + (op == NFT_CMP_NEQ ? " " : " != ") + reg.mask_text);  // ct state new
+    } else if (!reg.mask_text.empty()) {
+      Text(reg.name + " " + reg.mask_text + (op == NFT_CMP_EQ ? " == " : " " + OpText(op)) +
+           ValueText(reg, value));  // tcp flags & 0x12 == 0x02
     } else if (op == NFT_CMP_LTE && lower_bound_ && lower_bound_->first == RegisterSlot(sreg) &&
                lower_bound_->second + 1 == tokens_.size()) {
       // nft writes a range as >= and <=: listed as nft lists it, "tcp dport 32768-60999".
@@ -544,23 +618,125 @@ class RuleBuilder {
     registers_[RegisterSlot(dreg)] = std::move(reg);
   }
 
-  void Lookup(const std::string& set, std::uint32_t sreg, std::optional<std::uint32_t> dreg,
+  void Lookup(const std::string& name, std::uint32_t sreg, std::optional<std::uint32_t> dreg,
               bool inverted) {
     const Register& reg = At(sreg);
+    const NftRuleset::Set* set = sets_ ? sets_(name) : nullptr;
+    const std::vector<SetRange> ranges =
+        set && set->elements_read ? RangesOf(*set) : std::vector<SetRange>{};
+    const std::string shown = SetText(reg, name, set, ranges);
+    const bool readable = set && set->elements_read;
     if (dreg && *dreg == NFT_REG_VERDICT) {
-      Text(reg.name + " vmap @" + set);
-      rule_.verdict = RuleVerdict::kUnknown;
-      rule_.not_understood = "verdict map @" + set + " is not read";
+      Text(reg.name + " vmap " + shown);
+      if (readable && reg.kind == Register::kKnown) {
+        for (const SetRange& range : ranges)
+          if (CompareKeys(range.first, reg.value) <= 0 && CompareKeys(reg.value, range.last) <= 0)
+            ApplyVerdict(rule_, range.data);  // none: no verdict, the next rule
+      } else if (readable && reg.kind == Register::kDport) {
+        for (const SetRange& range : ranges)
+          if (range.first.size() == 2 && range.last.size() == 2)
+            port_map_.push_back({{static_cast<std::uint16_t>(BigEndian(range.first)),
+                                  static_cast<std::uint16_t>(BigEndian(range.last))},
+                                 range.data});
+      } else {
+        rule_.verdict = RuleVerdict::kUnknown;
+        rule_.not_understood =
+            readable ? "a verdict map on " + reg.name : "verdict map @" + name + " is not read";
+      }
       return;
     }
-    Text(reg.name + (inverted ? " != @" : " @") + set);
+    Text(reg.name + (inverted ? " != " : " ") + shown);
     if (dreg)
       registers_[RegisterSlot(*dreg)] =
-          MakeRegister(Register::kUnknown, {}, "map @" + set, "a map");
-    if (reg.kind == Register::kDport)
-      rule_.dports.push_back({{}, inverted, true});
-    else if (reg.kind != Register::kPeer)
-      Maybe("set @" + set + " is not read");
+          MakeRegister(Register::kUnknown, {}, "map @" + name, "a map");
+    if (reg.kind == Register::kPeer) return;
+    if (!readable) {
+      if (reg.kind == Register::kDport)
+        rule_.dports.push_back({{}, inverted, true});
+      else
+        Maybe("set @" + name + " is not read");
+      return;
+    }
+    if (reg.kind == Register::kDport) {
+      core::PortCondition condition{{}, inverted, false};
+      for (const SetRange& range : ranges)
+        if (range.first.size() == 2 && range.last.size() == 2)
+          condition.ranges.push_back({static_cast<std::uint16_t>(BigEndian(range.first)),
+                                      static_cast<std::uint16_t>(BigEndian(range.last))});
+      rule_.dports.push_back(std::move(condition));
+    } else if (reg.kind == Register::kKnown) {
+      const bool in = std::any_of(ranges.begin(), ranges.end(), [&](const SetRange& range) {
+        return CompareKeys(range.first, reg.value) <= 0 && CompareKeys(reg.value, range.last) <= 0;
+      });
+      Also(in != inverted ? Tristate::kYes : Tristate::kNo);
+    } else {
+      Maybe(reg.kind == Register::kUnknown ? reg.why : "a set of " + reg.name);
+    }
+  }
+
+  // "{ 29400, 29500 }" for a small anonymous set, as nft lists it; "@name" otherwise.
+  static std::string SetText(const Register& reg, const std::string& name,
+                             const NftRuleset::Set* set, const std::vector<SetRange>& ranges) {
+    constexpr std::size_t kShown = 8;
+    if (!set || !name.starts_with("__") || ranges.empty() || ranges.size() > kShown)
+      return "@" + name;
+    std::string text;
+    for (const SetRange& range : ranges) {
+      text += text.empty() ? "{ " : ", ";
+      text += ValueText(reg, range.first);
+      if (range.last != range.first) text += "-" + ValueText(reg, range.last);
+      if (range.data.is_verdict) text += " : " + VerdictText(range.data);
+    }
+    return text + " }";
+  }
+
+  static std::string VerdictText(const Data& data) {
+    switch (data.verdict) {
+      case NF_ACCEPT:
+        return "accept";
+      case NF_DROP:
+        return "drop";
+      case NFT_CONTINUE:
+        return "continue";
+      case NFT_RETURN:
+        return "return";
+      case NFT_JUMP:
+        return "jump " + data.chain;
+      case NFT_GOTO:
+        return "goto " + data.chain;
+      default:
+        return "queue";
+    }
+  }
+
+  static void ApplyVerdict(FirewallRule& rule, const Data& data) {
+    if (!data.is_verdict) {
+      rule.verdict = RuleVerdict::kUnknown;
+      rule.not_understood = "a map's data is not a verdict";
+      return;
+    }
+    switch (data.verdict) {
+      case NF_ACCEPT:
+        rule.verdict = RuleVerdict::kAccept;
+        break;
+      case NF_DROP:
+        rule.verdict = RuleVerdict::kDrop;
+        break;
+      case NFT_CONTINUE:
+      case NFT_BREAK:
+        break;
+      case NFT_RETURN:
+        rule.verdict = RuleVerdict::kReturn;
+        break;
+      case NFT_JUMP:
+      case NFT_GOTO:
+        rule.verdict = data.verdict == NFT_JUMP ? RuleVerdict::kJump : RuleVerdict::kGoto;
+        rule.target = data.chain;
+        break;
+      default:
+        rule.verdict = RuleVerdict::kUnknown;
+        rule.not_understood = "verdict " + std::to_string(data.verdict) + " is not understood";
+    }
   }
 
   void Immediate(std::uint32_t dreg, const Data& data) {
@@ -569,35 +745,8 @@ class RuleBuilder {
           MakeRegister(Register::kKnown, data.value, HexText(data.value), "");
       return;
     }
-    switch (data.verdict) {
-      case NF_ACCEPT:
-        rule_.verdict = RuleVerdict::kAccept;
-        Text("accept");
-        break;
-      case NF_DROP:
-        rule_.verdict = RuleVerdict::kDrop;
-        Text("drop");
-        break;
-      case NFT_CONTINUE:
-        Text("continue");
-        break;
-      case NFT_BREAK:
-        break;
-      case NFT_RETURN:
-        rule_.verdict = RuleVerdict::kReturn;
-        Text("return");
-        break;
-      case NFT_JUMP:
-      case NFT_GOTO:
-        rule_.verdict = data.verdict == NFT_JUMP ? RuleVerdict::kJump : RuleVerdict::kGoto;
-        rule_.target = data.chain;
-        Text((data.verdict == NFT_JUMP ? "jump " : "goto ") + data.chain);
-        break;
-      default:
-        rule_.verdict = RuleVerdict::kUnknown;
-        rule_.not_understood = "verdict " + std::to_string(data.verdict) + " is not understood";
-        Text("queue");
-    }
+    ApplyVerdict(rule_, data);
+    if (data.verdict != NFT_BREAK) Text(VerdictText(data));
   }
 
   void Reject(std::optional<std::uint32_t> type, std::optional<unsigned> code) {
@@ -628,6 +777,8 @@ class RuleBuilder {
   }
 
   FirewallRule& rule_;
+  SetResolver sets_;
+  std::vector<std::pair<core::PortRange, Data>> port_map_;  // a verdict map on the port
   std::map<std::uint32_t, Register> registers_;
   std::vector<std::string> tokens_;
   std::optional<std::size_t> last_l4proto_at_;
@@ -681,6 +832,12 @@ bool NftRuleset::Feed(Bytes datagram) {
       case NFT_MSG_NEWRULE:
         ParseRule(generic.nfgen_family, attributes);
         break;
+      case NFT_MSG_NEWSET:
+        ParseSet(generic.nfgen_family, attributes);
+        break;
+      case NFT_MSG_NEWSETELEM:
+        ParseSetElements(generic.nfgen_family, attributes);
+        break;
       default:
         break;
     }
@@ -731,25 +888,83 @@ void NftRuleset::ParseRule(int family, Bytes attributes) {
     if (type == NFTA_RULE_EXPRESSIONS) expressions = payload;
   });
   const std::string where = "rule in table " + rule.table + " chain " + rule.chain;
-  RuleBuilder builder(rule.rule);
-  std::size_t count = 0;
   if (expressions) {
     ForEachAttribute(*expressions, where, [&](unsigned type, Bytes element) {
       if (type != NFTA_LIST_ELEM) return;
-      if (++count > kMaxRuleExpressions)
+      if (rule.expressions.size() >= kMaxRuleExpressions)
         throw NetfilterParseError(where + ": more than " + std::to_string(kMaxRuleExpressions) +
                                   " expressions");
-      std::string name;
-      Bytes data;
-      ForEachAttribute(element, where, [&](unsigned expression, Bytes payload) {
-        if (expression == NFTA_EXPR_NAME) name = String(payload);
-        if (expression == NFTA_EXPR_DATA) data = payload;
+      Expression expression;
+      ForEachAttribute(element, where, [&](unsigned type_of, Bytes payload) {
+        if (type_of == NFTA_EXPR_NAME) expression.name = String(payload);
+        if (type_of == NFTA_EXPR_DATA) expression.data.assign(payload.begin(), payload.end());
       });
-      builder.Expression(name, data);
+      rule.expressions.push_back(std::move(expression));
     });
   }
+  // Built once here so that a malformed rule is an error of the dump; again, with the sets'
+  // elements, by Tables().
+  core::FirewallRule checked;
+  RuleBuilder builder(checked, nullptr);
+  for (const Expression& expression : rule.expressions)
+    builder.Expression(expression.name, expression.data);
   builder.Finish();
   rules_.push_back(std::move(rule));
+}
+
+void NftRuleset::ParseSet(int family, Bytes attributes) {
+  if (sets_.size() >= kMaxNftSets)
+    throw NetfilterParseError("nftables dump: more than " + std::to_string(kMaxNftSets) + " sets");
+  Set set;
+  set.name.family = family;
+  ForEachAttribute(attributes, "set", [&](unsigned type, Bytes payload) {
+    if (type == NFTA_SET_TABLE) set.name.table = String(payload);
+    if (type == NFTA_SET_NAME) set.name.name = String(payload);
+    if (type == NFTA_SET_FLAGS) set.flags = Be32(payload, "set flags");
+  });
+  sets_.push_back(std::move(set));
+}
+
+void NftRuleset::ParseSetElements(int family, Bytes attributes) {
+  std::string table, name;
+  std::optional<Bytes> list;
+  ForEachAttribute(attributes, "set elements", [&](unsigned type, Bytes payload) {
+    if (type == NFTA_SET_ELEM_LIST_TABLE) table = String(payload);
+    if (type == NFTA_SET_ELEM_LIST_SET) name = String(payload);
+    if (type == NFTA_SET_ELEM_LIST_ELEMENTS) list = payload;
+  });
+  const auto set = std::find_if(sets_.begin(), sets_.end(), [&](const Set& candidate) {
+    return candidate.name.family == family && candidate.name.table == table &&
+           candidate.name.name == name;
+  });
+  if (set == sets_.end() || !list) return;
+  const std::string where = "set " + name + " in table " + table;
+  set->elements_read = true;
+  ForEachAttribute(*list, where, [&](unsigned type, Bytes payload) {
+    if (type != NFTA_LIST_ELEM) return;
+    if (++elements_ > kMaxSetElements)
+      throw NetfilterParseError("nftables dump: more than " + std::to_string(kMaxSetElements) +
+                                " set elements");
+    Element element;
+    ForEachAttribute(payload, where, [&](unsigned attribute, Bytes value) {
+      if (attribute == NFTA_SET_ELEM_KEY) element.key = ParseData(value, where + ": key").value;
+      if (attribute == NFTA_SET_ELEM_KEY_END)
+        element.key_end = ParseData(value, where + ": key end").value;
+      if (attribute == NFTA_SET_ELEM_DATA) {
+        ParseData(value, where + ": data");  // checked here, read when the rules are built
+        element.data.assign(value.begin(), value.end());
+      }
+      if (attribute == NFTA_SET_ELEM_FLAGS)
+        element.interval_end = Be32(value, where + ": flags") & NFT_SET_ELEM_INTERVAL_END;
+    });
+    set->elements.push_back(std::move(element));
+  });
+}
+
+std::vector<NftRuleset::SetName> NftRuleset::Sets() const {
+  std::vector<SetName> names;
+  for (const Set& set : sets_) names.push_back(set.name);
+  return names;
 }
 
 std::vector<core::FirewallTable> NftRuleset::Tables() const {
@@ -772,10 +987,23 @@ std::vector<core::FirewallTable> NftRuleset::Tables() const {
                             chain.policy_drop ? RuleVerdict::kDrop : RuleVerdict::kAccept,
                             {}});
     }
+    const SetResolver sets = [&](const std::string& name) -> const Set* {
+      for (const Set& set : sets_)
+        if (set.name.family == table.family && set.name.table == table.name &&
+            set.name.name == name)
+          return &set;
+      return nullptr;
+    };
     for (const Rule& rule : rules_) {
       if (rule.family != table.family || rule.table != table.name) continue;
-      if (auto it = chain_index.find(rule.chain); it != chain_index.end())
-        out.chains[it->second].rules.push_back(rule.rule);
+      const auto it = chain_index.find(rule.chain);
+      if (it == chain_index.end()) continue;
+      core::FirewallRule built;
+      RuleBuilder builder(built, sets);
+      for (const Expression& expression : rule.expressions)
+        builder.Expression(expression.name, expression.data);
+      for (auto& variant : builder.Finish())
+        out.chains[it->second].rules.push_back(std::move(variant));
     }
     tables.push_back(std::move(out));
   }

@@ -131,21 +131,37 @@ bool NfTablesLoaded() {
   return access("/sys/module/nf_tables", F_OK) == 0;
 }
 
-// One dump (GETTABLE, GETCHAIN or GETRULE of every family) fed to `ruleset`.
-void Dump(int fd, std::uint16_t message, std::uint32_t sequence, NftRuleset& ruleset) {
-  struct {
-    nlmsghdr header;
-    nfgenmsg generic;
-  } request{};
-  request.header.nlmsg_len = sizeof(request);
-  request.header.nlmsg_type = static_cast<std::uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | message);
-  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  request.header.nlmsg_seq = sequence;
-  request.generic.nfgen_family = AF_UNSPEC;
-  request.generic.version = NFNETLINK_V0;
+// A netlink attribute holding a NUL-terminated string, padded.
+void AppendString(std::vector<unsigned char>& to, std::uint16_t type, const std::string& text) {
+  nlattr header{};
+  header.nla_len = static_cast<std::uint16_t>(NLA_HDRLEN + text.size() + 1);
+  header.nla_type = type;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&header);
+  to.insert(to.end(), bytes, bytes + sizeof(header));
+  to.insert(to.end(), text.begin(), text.end());
+  to.push_back(0);
+  while (to.size() % NLA_ALIGNTO) to.push_back(0);
+}
+
+// One dump (GETTABLE, GETCHAIN, GETRULE or GETSET of every family; GETSETELEM of one set) fed to
+// `ruleset`.
+void Dump(int fd, std::uint16_t message, std::uint32_t sequence, NftRuleset& ruleset,
+          std::uint8_t family = AF_UNSPEC, const std::vector<unsigned char>& attributes = {}) {
+  std::vector<unsigned char> request(sizeof(nlmsghdr) + sizeof(nfgenmsg));
+  request.insert(request.end(), attributes.begin(), attributes.end());
+  nlmsghdr header{};
+  header.nlmsg_len = static_cast<std::uint32_t>(request.size());
+  header.nlmsg_type = static_cast<std::uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | message);
+  header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  header.nlmsg_seq = sequence;
+  nfgenmsg generic{};
+  generic.nfgen_family = family;
+  generic.version = NFNETLINK_V0;
+  std::memcpy(request.data(), &header, sizeof(header));
+  std::memcpy(request.data() + sizeof(header), &generic, sizeof(generic));
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (sendto(fd, &request, sizeof(request), 0, reinterpret_cast<sockaddr*>(&kernel),
+  if (sendto(fd, request.data(), request.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
              sizeof(kernel)) < 0)
     throw NetfilterParseError(Errno("sending the dump request") + PermissionHint(errno));
   std::vector<unsigned char> buffer(1 << 16);
@@ -183,12 +199,27 @@ void ReadNftables(NetfilterRead& read) {
       Dump(socket.Fd(), NFT_MSG_GETTABLE, 1, ruleset);
       Dump(socket.Fd(), NFT_MSG_GETCHAIN, 2, ruleset);
       Dump(socket.Fd(), NFT_MSG_GETRULE, 3, ruleset);
+      Dump(socket.Fd(), NFT_MSG_GETSET, 4, ruleset);
+      std::uint32_t sequence = 5;
+      for (const auto& set : ruleset.Sets()) {
+        std::vector<unsigned char> attributes;
+        AppendString(attributes, NFTA_SET_ELEM_LIST_TABLE, set.table);
+        AppendString(attributes, NFTA_SET_ELEM_LIST_SET, set.name);
+        Dump(socket.Fd(), NFT_MSG_GETSETELEM, sequence++, ruleset,
+             static_cast<std::uint8_t>(set.family), attributes);
+      }
     } catch (const NetfilterParseError& e) {
       last_error = e.what();
       if (last_error.find("interrupted") != std::string::npos) continue;  // changed mid-dump
       break;
     }
-    std::vector<core::FirewallTable> tables = ruleset.Tables();
+    std::vector<core::FirewallTable> tables;
+    try {
+      tables = ruleset.Tables();
+    } catch (const NetfilterParseError& e) {
+      read.errors.push_back("nftables: " + std::string(e.what()));
+      return;
+    }
     read.sources.push_back("nftables: " + std::to_string(tables.size()) + " tables, " +
                            std::to_string(ruleset.RuleCount()) + " rules");
     for (auto& table : tables) read.tables.push_back(std::move(table));

@@ -11,7 +11,9 @@
 #   fixed       iptables-nft: INPUT policy DROP with the guide's fix (TCP from the subnet to
 #               1024:65535 accepted): Pass;
 #   nft         native nft (when the nft program exists): a drop of the ephemeral range on the
-#               forward hook of an inet table.
+#               forward hook of an inet table;
+#   nft-sets    native nft: policy drop after a conntrack verdict map, an anonymous set that
+#               accepts 29500 and an interval set that accepts part of the ephemeral range.
 # Skipped (77) without root, network namespaces, iptables-legacy or iptables-nft.
 #   tests/scripts/host_firewall_test.sh NCCLGUARD_BINARY
 set -euo pipefail
@@ -58,6 +60,18 @@ if command -v nft >/dev/null; then
     nft add table inet filter
     nft add chain inet filter forward "{ type filter hook forward priority 0; }"
     nft add rule inet filter forward tcp dport 32768-60999 drop'
+  probe_in nft-sets entered '
+    nft -f - <<EOF
+table inet fw {
+  set open { type inet_service; flags interval; elements = { 32768-40000 } }
+  chain input {
+    type filter hook input priority 0; policy drop;
+    ct state vmap { invalid : drop, established : accept, related : accept }
+    tcp dport { 29400, 29500 } accept
+    tcp dport @open accept
+  }
+}
+EOF'
 else
   echo "host_firewall_test: no nft program: the native nft case is not run" >&2
 fi
@@ -96,5 +110,8 @@ expect("fixed", "Pass", "no netfilter rule drops or rejects")
 if (work / "nft.json").exists():
     expect("nft", "Warn", "nft table inet filter chain forward: tcp dport 32768-60999 drop drops "
            "new TCP connections to port(s) 32768-60999 on FORWARD (pod-network pods)")
+    expect("nft-sets", "Warn", "nft table inet fw chain input: policy drop, no rule accepting "
+           "them first, drops new TCP connections to port(s) 40001-60999 on INPUT "
+           "(host-network pods)")
 print("host_firewall_test: each rule named with its path; clean and fixed namespaces pass")
 PY

@@ -156,6 +156,14 @@ LegacyTable CraftedLegacyTable() {
 
 const core::NcclPorts kNcclPorts{{{29500, 29500}, {32768, 60999}}};
 
+// What the analyser says of the tables, one line a finding.
+std::vector<std::string> Described(const std::vector<core::FirewallTable>& tables) {
+  std::vector<std::string> lines;
+  for (const auto& finding : core::FindNcclBlocks(tables, kNcclPorts, kNcclPorts))
+    lines.push_back(core::DescribeFinding(finding));
+  return lines;
+}
+
 TEST(NetfilterLegacy, ReadsChainsPoliciesJumpsAndMatches) {
   const LegacyTable crafted = CraftedLegacyTable();
   const core::FirewallTable table = probes::ParseIptEntries(crafted.entries, crafted.info);
@@ -175,9 +183,7 @@ TEST(NetfilterLegacy, ReadsChainsPoliciesJumpsAndMatches) {
   EXPECT_EQ(table.chains[3].rules[0].text,
             "-p tcp -m tcp --dport 29500 -j REJECT --reject-with tcp-reset");
 
-  std::vector<std::string> found;
-  for (const auto& finding : core::FindNcclBlocks({table}, kNcclPorts, kNcclPorts))
-    found.push_back(core::DescribeFinding(finding));
+  const std::vector<std::string> found = Described({table});
   const std::vector<std::string> expected = {
       "iptables (legacy) filter INPUT -> mychain: -p tcp -m tcp --dport 29500 -j REJECT "
       "--reject-with tcp-reset rejects new TCP connections to port(s) 29500 on INPUT "
@@ -387,9 +393,7 @@ TEST(NetfilterNft, ReadsTablesChainsAndRules) {
   EXPECT_EQ(forward.rules[0].text, "tcp dport 32768-60999 drop");
   EXPECT_EQ(forward.rules[1].text, "tcp dport @blocked reject with tcp reset");
 
-  std::vector<std::string> found;
-  for (const auto& finding : core::FindNcclBlocks(tables, kNcclPorts, kNcclPorts))
-    found.push_back(core::DescribeFinding(finding));
+  const std::vector<std::string> found = Described(tables);
   const std::vector<std::string> expected = {
       "nft table inet filter chain input: policy drop, no rule accepting them first, drops new "
       "TCP connections to port(s) 32768-60999 on INPUT (host-network pods)",
@@ -438,6 +442,87 @@ TEST(NetfilterNft, AddressPrefixesOfWholeBytes) {
   EXPECT_EQ(rules[1].text, "ip saddr 10.0.0.0/8 tcp dport 1024-65535 accept");
   EXPECT_TRUE(core::FindNcclBlocks(tables, kNcclPorts, kNcclPorts).empty())
       << core::DescribeFinding(core::FindNcclBlocks(tables, kNcclPorts, kNcclPorts)[0]);
+}
+
+Buffer SetElement(const Buffer& key, std::optional<int> verdict = std::nullopt,
+                  bool interval_end = false) {
+  std::vector<Buffer> attributes{Value(NFTA_SET_ELEM_KEY, key)};
+  if (verdict)
+    attributes.push_back(
+        Nested(NFTA_SET_ELEM_DATA,
+               {Nested(NFTA_DATA_VERDICT,
+                       {U32(NFTA_VERDICT_CODE, static_cast<std::uint32_t>(*verdict))})}));
+  if (interval_end) attributes.push_back(U32(NFTA_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END));
+  return Nested(NFTA_LIST_ELEM, attributes);
+}
+
+Buffer Set(const std::string& name, std::uint32_t flags, const std::vector<Buffer>& elements) {
+  Buffer out = Message(
+      NFT_MSG_NEWSET, NFPROTO_INET,
+      {Text(NFTA_SET_TABLE, "filter"), Text(NFTA_SET_NAME, name), U32(NFTA_SET_FLAGS, flags)});
+  const Buffer listed =
+      Message(NFT_MSG_NEWSETELEM, NFPROTO_INET,
+              {Text(NFTA_SET_ELEM_LIST_TABLE, "filter"), Text(NFTA_SET_ELEM_LIST_SET, name),
+               Nested(NFTA_SET_ELEM_LIST_ELEMENTS, elements)});
+  Append(out, listed.data(), listed.size());
+  return out;
+}
+
+Buffer LookupOf(const std::string& set, std::optional<std::uint32_t> dreg = std::nullopt) {
+  std::vector<Buffer> attributes{Text(NFTA_LOOKUP_SET, set), U32(NFTA_LOOKUP_SREG, NFT_REG_1)};
+  if (dreg) attributes.push_back(U32(NFTA_LOOKUP_DREG, *dreg));
+  return Expression("lookup", attributes);
+}
+
+// A ct state verdict map (a SYN's NEW has no entry: the next rule), an anonymous port set, an
+// interval set (each range's end element is the port after it) and a verdict map on the port.
+TEST(NetfilterNft, SetsAndVerdictMapsAreRead) {
+  const auto state = [](std::uint32_t bits) { return Bytes(bits); };
+  Buffer dump;
+  for (const Buffer& message :
+       {Message(NFT_MSG_NEWTABLE, NFPROTO_INET, {Text(NFTA_TABLE_NAME, "filter")}),
+        Chain("input", NF_INET_LOCAL_IN, NF_DROP),
+        Set("__map0", NFT_SET_MAP,
+            {SetElement(state(core::kCtEstablished), NF_ACCEPT),
+             SetElement(state(core::kCtInvalid), NF_DROP)}),
+        Set("__set0", 0, {SetElement(Port(29500)), SetElement(Port(29400))}),
+        Set("ranges", NFT_SET_INTERVAL,
+            {SetElement(Port(50001), std::nullopt, true), SetElement(Port(40000)),
+             SetElement(Port(41001), std::nullopt, true), SetElement(Port(50000))}),
+        Set("__map1", NFT_SET_MAP | NFT_SET_INTERVAL,
+            {SetElement(Port(32768), NF_ACCEPT), SetElement(Port(40000), std::nullopt, true),
+             SetElement(Port(45000), NF_DROP), SetElement(Port(45001), std::nullopt, true)}),
+        Rule("input",
+             {Expression("ct", {U32(NFTA_CT_KEY, NFT_CT_STATE), U32(NFTA_CT_DREG, NFT_REG_1)}),
+              LookupOf("__map0", NFT_REG_VERDICT)}),
+        Rule("input", {L4protoTcp(), CmpEq({IPPROTO_TCP}), TcpDportLoad(), LookupOf("__set0"),
+                       Verdict(NF_ACCEPT)}),
+        Rule("input", {L4protoTcp(), CmpEq({IPPROTO_TCP}), TcpDportLoad(), LookupOf("ranges"),
+                       Verdict(NF_ACCEPT)}),
+        Rule("input", {L4protoTcp(), CmpEq({IPPROTO_TCP}), TcpDportLoad(),
+                       LookupOf("__map1", NFT_REG_VERDICT)}),
+        Done()})
+    Append(dump, message.data(), message.size());
+  probes::NftRuleset ruleset;
+  ASSERT_TRUE(ruleset.Feed(dump));
+  ASSERT_EQ(ruleset.Sets().size(), 4u);
+  const auto tables = ruleset.Tables();
+  ASSERT_EQ(tables.size(), 1u);
+  const auto& rules = tables[0].chains[0].rules;
+  ASSERT_EQ(rules.size(), 5u);  // the port map is one rule a range
+  EXPECT_EQ(rules[0].text, "ct state vmap { invalid : drop, established : accept }");
+  EXPECT_EQ(rules[0].verdict, core::RuleVerdict::kContinue);
+  EXPECT_EQ(rules[1].text, "tcp dport { 29400, 29500 } accept");
+  EXPECT_EQ(rules[2].text, "tcp dport @ranges accept");
+  EXPECT_EQ(rules[3].text, "tcp dport vmap { 32768-39999 : accept, 45000 : drop }");
+  const std::vector<std::string> found = Described(tables);
+  const std::vector<std::string> expected = {
+      "nft table inet filter chain input: policy drop, no rule accepting them first, drops new "
+      "TCP connections to port(s) 41001-44999, 45001-49999, 50001-60999 on INPUT (host-network "
+      "pods)",
+      "nft table inet filter chain input: tcp dport vmap { 32768-39999 : accept, 45000 : drop } "
+      "drops new TCP connections to port(s) 45000 on INPUT (host-network pods)"};
+  EXPECT_EQ(found, expected);
 }
 
 TEST(NetfilterNft, TruncatedDumpsAreErrors) {
