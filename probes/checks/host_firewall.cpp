@@ -37,15 +37,16 @@ class HostFirewallCheck : public Check {
     const std::string ports = "ports " + core::DescribePorts(firewall.input_ports.ranges) +
                               " (INPUT), " + core::DescribePorts(firewall.forward_ports.ranges) +
                               " (FORWARD)";
+    const std::string expected_ports = expected + " " + ports;
     if (firewall.findings.empty()) {
       if (!firewall.errors.empty() && firewall.sources.empty())
-        return Result(CheckStatus::Skip, observed, expected,
+        return Result(CheckStatus::Skip, observed, expected_ports,
                       "cannot read the host's netfilter rules: " + Join(firewall.errors, "; "));
       if (!firewall.errors.empty())
-        return Result(CheckStatus::Warn, observed, expected,
+        return Result(CheckStatus::Warn, observed, expected_ports,
                       "no rule read drops NCCL's " + ports +
                           ", but some rules could not be read: " + Join(firewall.errors, "; "));
-      return Result(CheckStatus::Pass, observed, expected,
+      return Result(CheckStatus::Pass, observed, expected_ports,
                     "no netfilter rule drops or rejects new TCP connections to NCCL's " + ports);
     }
     std::vector<std::string> named;
@@ -57,7 +58,7 @@ class HostFirewallCheck : public Check {
     message +=
         ". NCCL's bootstrap, socket transport and the rendezvous use these ports: jobs across "
         "nodes hang at their first collective";
-    CheckResult result = Result(CheckStatus::Warn, observed, expected, message);
+    CheckResult result = Result(CheckStatus::Warn, observed, expected_ports, message);
     AttachFix(result, kAllowNcclTcp);
     return result;
   }

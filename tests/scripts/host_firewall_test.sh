@@ -6,6 +6,8 @@
 #   clean       no rules: Pass (read in place with --firewall-netns current, and entered);
 #   legacy      iptables-legacy: established accepted, then new connections to the ephemeral
 #               range dropped on INPUT, and 29500 rejected in a user chain FORWARD jumps to;
+#   narrow-range  the namespace's ip_local_port_range is 40000-50000: a DROP of 35000 on INPUT is
+#               no finding, one of 45000 is;
 #   nft-compat  iptables-nft: 29500 rejected on FORWARD; the legacy filter table is not created
 #               by reading;
 #   fixed       iptables-nft: INPUT policy DROP with the guide's fix (TCP from the subnet to
@@ -49,6 +51,10 @@ probe_in legacy entered '
   iptables-legacy -N NCCL-BLOCK
   iptables-legacy -A NCCL-BLOCK -p tcp --dport 29500 -j REJECT --reject-with tcp-reset
   iptables-legacy -A FORWARD -j NCCL-BLOCK'
+probe_in narrow-range entered '
+  sysctl -qw net.ipv4.ip_local_port_range="40000 50000"
+  iptables-legacy -A INPUT -p tcp --dport 35000 -j DROP
+  iptables-legacy -A INPUT -p tcp --dport 45000 -j DROP'
 probe_in nft-compat entered '
   iptables-nft -A FORWARD -p tcp --dport 29500 -j REJECT --reject-with tcp-reset'
 probe_in fixed entered '
@@ -102,6 +108,12 @@ expect("legacy", "Warn",
        "iptables (legacy) filter FORWARD -> NCCL-BLOCK: -p tcp -m tcp --dport 29500 -j REJECT "
        "--reject-with tcp-reset rejects new TCP connections to port(s) 29500 on FORWARD "
        "(pod-network pods)")
+expect("narrow-range", "Warn", "--dport 45000 -j DROP drops new TCP connections to port(s) "
+       "45000 on INPUT")
+narrow = check("narrow-range")
+assert "35000" not in narrow["message"], "35000 is outside the namespace's range"
+assert narrow["expected"].endswith("ports 29500, 40000-50000 (INPUT), 29500, 32768-60999 "
+                                   "(FORWARD)"), narrow
 expect("nft-compat", "Warn", "nft table ip filter chain FORWARD: tcp dport 29500",
        "REJECT", "rejects new TCP connections to port(s) 29500 on FORWARD (pod-network pods)")
 assert "filter" not in (work / "nft-compat.tables").read_text().split(), \
