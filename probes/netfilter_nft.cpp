@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <tuple>
 
 #include "probes/netfilter.h"
 
@@ -968,44 +969,48 @@ std::vector<NftRuleset::SetName> NftRuleset::Sets() const {
 }
 
 std::vector<core::FirewallTable> NftRuleset::Tables() const {
+  // Indexed once, so that building is linear in the rules (and their lookups).
+  using Key = std::tuple<int, std::string, std::string>;  // family, table, chain or set
   std::vector<core::FirewallTable> tables;
+  std::map<std::pair<int, std::string>, std::size_t> table_index;
   for (const Table& table : tables_) {
-    if (table.dormant) continue;
+    if (table.dormant || table_index.contains({table.family, table.name})) continue;
+    table_index[{table.family, table.name}] = tables.size();
     core::FirewallTable out;
     out.backend = core::FirewallBackend::kNftables;
     out.family = FamilyName(table.family);
     out.name = table.name;
-    const bool inet = table.family == NFPROTO_IPV4 || table.family == NFPROTO_INET ||
-                      table.family == NFPROTO_IPV6;
-    std::map<std::string, std::size_t> chain_index;
-    for (const Chain& chain : chains_) {
-      if (chain.family != table.family || chain.table != table.name) continue;
-      chain_index[chain.name] = out.chains.size();
-      out.chains.push_back({chain.name,
-                            inet && chain.hook == NF_INET_LOCAL_IN,
-                            inet && chain.hook == NF_INET_FORWARD,
-                            chain.policy_drop ? RuleVerdict::kDrop : RuleVerdict::kAccept,
-                            {}});
-    }
-    const SetResolver sets = [&](const std::string& name) -> const Set* {
-      for (const Set& set : sets_)
-        if (set.name.family == table.family && set.name.table == table.name &&
-            set.name.name == name)
-          return &set;
-      return nullptr;
-    };
-    for (const Rule& rule : rules_) {
-      if (rule.family != table.family || rule.table != table.name) continue;
-      const auto it = chain_index.find(rule.chain);
-      if (it == chain_index.end()) continue;
-      core::FirewallRule built;
-      RuleBuilder builder(built, sets);
-      for (const Expression& expression : rule.expressions)
-        builder.Expression(expression.name, expression.data);
-      for (auto& variant : builder.Finish())
-        out.chains[it->second].rules.push_back(std::move(variant));
-    }
     tables.push_back(std::move(out));
+  }
+  std::map<Key, std::pair<std::size_t, std::size_t>> chain_index;  // table's, chain's index
+  for (const Chain& chain : chains_) {
+    const auto table = table_index.find({chain.family, chain.table});
+    if (table == table_index.end()) continue;
+    const bool inet = chain.family == NFPROTO_IPV4 || chain.family == NFPROTO_INET ||
+                      chain.family == NFPROTO_IPV6;
+    auto& chains = tables[table->second].chains;
+    chain_index[{chain.family, chain.table, chain.name}] = {table->second, chains.size()};
+    chains.push_back({chain.name,
+                      inet && chain.hook == NF_INET_LOCAL_IN,
+                      inet && chain.hook == NF_INET_FORWARD,
+                      chain.policy_drop ? RuleVerdict::kDrop : RuleVerdict::kAccept,
+                      {}});
+  }
+  std::map<Key, const Set*> set_index;
+  for (const Set& set : sets_) set_index[{set.name.family, set.name.table, set.name.name}] = &set;
+  for (const Rule& rule : rules_) {
+    const auto chain = chain_index.find({rule.family, rule.table, rule.chain});
+    if (chain == chain_index.end()) continue;
+    const SetResolver sets = [&](const std::string& name) -> const Set* {
+      const auto it = set_index.find({rule.family, rule.table, name});
+      return it == set_index.end() ? nullptr : it->second;
+    };
+    core::FirewallRule built;
+    RuleBuilder builder(built, sets);
+    for (const Expression& expression : rule.expressions)
+      builder.Expression(expression.name, expression.data);
+    auto& rules = tables[chain->second.first].chains[chain->second.second].rules;
+    for (auto& variant : builder.Finish()) rules.push_back(std::move(variant));
   }
   return tables;
 }
