@@ -752,12 +752,23 @@ class RuleBuilder {
 
   void Reject(std::optional<std::uint32_t> type, std::optional<unsigned> code) {
     rule_.verdict = RuleVerdict::kReject;
+    // Code names as nft lists them (ICMPX: nf_tables.h; ICMP: the destination-unreachable codes).
+    static const std::map<unsigned, std::string_view> kIcmpx = {
+        {0, "no-route"}, {1, "port-unreachable"}, {2, "host-unreachable"}, {3, "admin-prohibited"}};
+    static const std::map<unsigned, std::string_view> kIcmp = {
+        {0, "net-unreachable"},  {1, "host-unreachable"}, {2, "prot-unreachable"},
+        {3, "port-unreachable"}, {9, "net-prohibited"},   {10, "host-prohibited"},
+        {13, "admin-prohibited"}};
+    const auto name = [&](const auto& names) {
+      const auto it = names.find(code.value_or(0));
+      return it == names.end() ? std::to_string(code.value_or(0)) : std::string(it->second);
+    };
     if (type == NFT_REJECT_TCP_RST)
       Text("reject with tcp reset");
     else if (type == NFT_REJECT_ICMPX_UNREACH)
-      Text("reject with icmpx " + std::to_string(code.value_or(0)));
+      Text("reject with icmpx " + name(kIcmpx));
     else
-      Text(code ? "reject with icmp " + std::to_string(*code) : "reject");
+      Text(code ? "reject with icmp " + name(kIcmp) : "reject");
   }
 
   void Compat(const std::string& kind, std::map<unsigned, Bytes>& attributes) {

@@ -15,7 +15,9 @@
 #   nft         native nft (when the nft program exists): a drop of the ephemeral range on the
 #               forward hook of an inet table;
 #   nft-sets    native nft: policy drop after a conntrack verdict map, an anonymous set that
-#               accepts 29500 and an interval set that accepts part of the ephemeral range.
+#               accepts 29500 and an interval set that accepts part of the ephemeral range;
+#   nft-firewalld  firewalld's shape (its public zone with ssh only): the zone chains entered by
+#               goto fall back to filter_INPUT's final reject.
 # Skipped (77) without root, network namespaces, iptables-legacy or iptables-nft.
 #   tests/scripts/host_firewall_test.sh NCCLGUARD_BINARY
 set -euo pipefail
@@ -78,6 +80,31 @@ table inet fw {
   }
 }
 EOF'
+  probe_in nft-firewalld entered '
+    nft -f - <<EOF
+table inet firewalld {
+  chain filter_INPUT {
+    type filter hook input priority filter + 10; policy accept;
+    ct state { established, related } accept
+    ct status dnat accept
+    iifname "lo" accept
+    ct state invalid drop
+    jump filter_INPUT_ZONES
+    reject with icmpx admin-prohibited
+  }
+  chain filter_INPUT_ZONES {
+    iifname "eth0" goto filter_IN_public
+    goto filter_IN_public
+  }
+  chain filter_IN_public {
+    jump filter_IN_public_allow
+    meta l4proto { icmp, ipv6-icmp } accept
+  }
+  chain filter_IN_public_allow {
+    tcp dport 22 ct state { new, untracked } accept
+  }
+}
+EOF'
 else
   echo "host_firewall_test: no nft program: the native nft case is not run" >&2
 fi
@@ -125,5 +152,8 @@ if (work / "nft.json").exists():
     expect("nft-sets", "Warn", "nft table inet fw chain input: policy drop, no rule accepting "
            "them first, drops new TCP connections to port(s) 40001-60999 on INPUT "
            "(host-network pods)")
+    expect("nft-firewalld", "Warn", "nft table inet firewalld chain filter_INPUT: reject with "
+           "icmpx admin-prohibited rejects new TCP connections to port(s) 29500, 32768-60999 on "
+           "INPUT (host-network pods)")
 print("host_firewall_test: each rule named with its path; clean and fixed namespaces pass")
 PY
