@@ -41,7 +41,6 @@ struct IptTableInfo {
   std::uint32_t valid_hooks = 0;
   std::array<std::uint32_t, 5> hook_entry{};
   std::array<std::uint32_t, 5> underflow{};
-  std::uint32_t num_entries = 0;
   std::uint32_t size = 0;
 };
 

@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -41,12 +40,24 @@ std::string PermissionHint(int error) {
 }
 
 // /proc/thread-self/net/...: the calling thread's network namespace, whichever /proc this is.
-std::optional<std::string> ReadProcFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return std::nullopt;
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str().substr(0, 1 << 20);
+// A /proc file's text (at most 1 MiB), or the errno of opening it.
+struct ProcText {
+  std::optional<std::string> content;
+  int error = 0;
+};
+
+ProcText ReadProcFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {std::nullopt, errno};
+  std::string text;
+  char buffer[4096];
+  ssize_t n = 0;
+  while (text.size() < (1u << 20) && (n = read(fd, buffer, sizeof(buffer))) > 0)
+    text.append(buffer, static_cast<std::size_t>(n));
+  const int error = n < 0 ? errno : 0;
+  close(fd);
+  if (error != 0) return {std::nullopt, error};
+  return {std::move(text), 0};
 }
 
 bool HasLine(const std::string& text, std::string_view line) {
@@ -60,12 +71,17 @@ bool HasLine(const std::string& text, std::string_view line) {
 void ReadLegacy(NetfilterRead& read) {
   // ip_tables_names lists the tables this namespace has; asking for one it lacks would create
   // it (and load its module), which a probe must not do.
-  const auto names = ReadProcFile("/proc/thread-self/net/ip_tables_names");
-  if (!names) {
+  const ProcText names = ReadProcFile("/proc/thread-self/net/ip_tables_names");
+  if (!names.content && names.error == ENOENT) {
     read.sources.push_back("iptables-legacy: not in use (ip_tables is not loaded)");
     return;
   }
-  if (!HasLine(*names, "filter")) {
+  if (!names.content) {
+    errno = names.error;
+    read.errors.push_back(Errno("iptables-legacy: ip_tables_names") + PermissionHint(errno));
+    return;
+  }
+  if (!HasLine(*names.content, "filter")) {
     read.sources.push_back("iptables-legacy: no filter table");
     return;
   }
@@ -102,7 +118,6 @@ void ReadLegacy(NetfilterRead& read) {
     }
     IptTableInfo parsed;
     parsed.valid_hooks = info.valid_hooks;
-    parsed.num_entries = info.num_entries;
     parsed.size = info.size;
     for (int hook = 0; hook < NF_INET_NUMHOOKS; ++hook) {
       parsed.hook_entry[hook] = info.hook_entry[hook];
@@ -124,10 +139,10 @@ void ReadLegacy(NetfilterRead& read) {
 }
 
 bool NfTablesLoaded() {
-  const auto modules = ReadProcFile("/proc/modules");
-  if (!modules) return true;  // no modules: built in, if at all; asking loads nothing
-  if (modules->starts_with("nf_tables ") || modules->find("\nnf_tables ") != std::string::npos)
-    return true;
+  const ProcText modules = ReadProcFile("/proc/modules");
+  if (!modules.content) return true;  // no modules: built in, if at all; asking loads nothing
+  const std::string& text = *modules.content;
+  if (text.starts_with("nf_tables ") || text.find("\nnf_tables ") != std::string::npos) return true;
   return access("/sys/module/nf_tables", F_OK) == 0;
 }
 
@@ -225,13 +240,14 @@ void ReadNftables(NetfilterRead& read) {
     for (auto& table : tables) read.tables.push_back(std::move(table));
     return;
   }
-  read.errors.push_back("nftables: " + last_error);
+  const bool denied = last_error.find(std::strerror(EPERM)) != std::string::npos;
+  read.errors.push_back("nftables: " + last_error + PermissionHint(denied ? EPERM : 0));
 }
 
 std::optional<core::PortRange> EphemeralPorts() {
-  const auto text = ReadProcFile("/proc/sys/net/ipv4/ip_local_port_range");
-  if (!text) return std::nullopt;
-  std::istringstream fields(*text);
+  const ProcText text = ReadProcFile("/proc/sys/net/ipv4/ip_local_port_range");
+  if (!text.content) return std::nullopt;
+  std::istringstream fields(*text.content);
   unsigned first = 0, last = 0;
   if (!(fields >> first >> last) || first > last || last > 65535) return std::nullopt;
   return core::PortRange{static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(last)};

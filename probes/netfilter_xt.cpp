@@ -331,7 +331,6 @@ core::FirewallTable ParseIptEntries(std::span<const unsigned char> entries,
     throw NetfilterParseError("entries: " + std::to_string(entries.size()) +
                               " bytes where the table's info says " + std::to_string(info.size));
   std::vector<Entry> parsed;
-  std::map<std::size_t, std::size_t> index_at;  // offset -> index in parsed
   for (std::size_t offset = 0; offset < entries.size();) {
     if (parsed.size() >= kMaxNetfilterRules)
       throw NetfilterParseError("entries: more than " + std::to_string(kMaxNetfilterRules));
@@ -382,7 +381,6 @@ core::FirewallTable ParseIptEntries(std::span<const unsigned char> entries,
       ApplyXtTarget(target, data, result.rule, text);
     }
     result.rule.text = text.empty() ? text : text.substr(1);
-    index_at[offset] = parsed.size();
     parsed.push_back(std::move(result));
     offset += entry.next_offset;
   }

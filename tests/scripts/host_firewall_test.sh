@@ -6,6 +6,7 @@
 #   clean       no rules: Pass (read in place with --firewall-netns current, and entered);
 #   legacy      iptables-legacy: established accepted, then new connections to the ephemeral
 #               range dropped on INPUT, and 29500 rejected in a user chain FORWARD jumps to;
+#   unprivileged  the probe as nobody without capabilities: Skip, saying CAP_NET_ADMIN;
 #   narrow-range  the namespace's ip_local_port_range is 40000-50000: a DROP of 35000 on INPUT is
 #               no finding, one of 45000 is;
 #   nft-compat  iptables-nft: 29500 rejected on FORWARD; the legacy filter table is not created
@@ -31,18 +32,21 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# probe_in NAME NETNS SETUP: in a new network namespace, runs SETUP, then the check reading NETNS
-# ("entered": that namespace through /proc/PID/ns/net; "current": in place) into $work/NAME.json,
-# and the namespace's legacy tables into $work/NAME.tables.
+# probe_in NAME NETNS SETUP [RUNNER]: in a new network namespace, runs SETUP, then the check
+# reading NETNS ("entered": that namespace through /proc/PID/ns/net; "current": in place), run by
+# RUNNER's words if given, into $work/NAME.json, and the namespace's legacy tables into
+# $work/NAME.tables.
 probe_in() {
   # shellcheck disable=SC2016 # expanded by the inner shell
   unshare --net bash -euo pipefail -c '
     ncclguard=$1 report=$2 netns=$3
     eval "$4"
     [[ $netns == entered ]] && netns=/proc/$$/ns/net
-    "$ncclguard" probe --once --check host-firewall --firewall-netns "$netns" -o json >"$report"
+    read -ra runner <<<"$5"
+    "${runner[@]}" "$ncclguard" probe --once --check host-firewall --firewall-netns "$netns" \
+      -o json >"$report"
     cat /proc/net/ip_tables_names >"${report%.json}.tables" 2>/dev/null || true
-  ' _ "$ncclguard" "$work/$1.json" "$2" "$3"
+  ' _ "$ncclguard" "$work/$1.json" "$2" "$3" "${4:-env}"
 }
 
 probe_in clean-current current ''
@@ -53,6 +57,12 @@ probe_in legacy entered '
   iptables-legacy -N NCCL-BLOCK
   iptables-legacy -A NCCL-BLOCK -p tcp --dport 29500 -j REJECT --reject-with tcp-reset
   iptables-legacy -A FORWARD -j NCCL-BLOCK'
+if command -v setpriv >/dev/null; then
+  probe_in unprivileged current '
+    iptables-legacy -A INPUT -j DROP
+    iptables-nft -A INPUT -j DROP' \
+    "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all"
+fi
 probe_in narrow-range entered '
   sysctl -qw net.ipv4.ip_local_port_range="40000 50000"
   iptables-legacy -A INPUT -p tcp --dport 35000 -j DROP
@@ -135,6 +145,10 @@ expect("legacy", "Warn",
        "iptables (legacy) filter FORWARD -> NCCL-BLOCK: -p tcp -m tcp --dport 29500 -j REJECT "
        "--reject-with tcp-reset rejects new TCP connections to port(s) 29500 on FORWARD "
        "(pod-network pods)")
+if (work / "unprivileged.json").exists():
+    expect("unprivileged", "Skip", "cannot read the host's netfilter rules",
+           "iptables-legacy", "nftables: netlink error: Operation not permitted (reading "
+           "netfilter needs CAP_NET_ADMIN)")
 expect("narrow-range", "Warn", "--dport 45000 -j DROP drops new TCP connections to port(s) "
        "45000 on INPUT")
 narrow = check("narrow-range")
