@@ -291,20 +291,25 @@ std::string DescribePorts(const std::vector<PortRange>& ports) {
   for (const PortRange& range : ports) {
     if (!text.empty()) text += ", ";
     text += std::to_string(range.first);
-    if (range.last != range.first) text += "-" + std::to_string(range.last);
+    if (range.last != range.first) {
+      text += '-';
+      text += std::to_string(range.last);
+    }
   }
   return text;
 }
 
 std::string DescribeFinding(const FirewallFinding& finding) {
-  const std::string action = finding.verdict == RuleVerdict::kReject ? "rejects" : "drops";
+  const bool reject = finding.verdict == RuleVerdict::kReject;
+  const std::string_view action =
+      finding.definite ? (reject ? "rejects" : "drops") : (reject ? "may reject" : "may drop");
   const std::string rule = !finding.policy    ? finding.rule
                            : finding.definite ? "policy drop, no rule accepting them first,"
                                               : "policy drop";
-  std::string text = finding.where + ": " + rule + " " +
-                     (finding.definite ? action : "may " + action.substr(0, action.size() - 1)) +
-                     " new TCP connections to port(s) " + DescribePorts(finding.ports) + " on " +
-                     std::string(PathName(finding.path));
+  std::string text = finding.where + ": " + rule + " ";
+  text += action;
+  text += " new TCP connections to port(s) " + DescribePorts(finding.ports) + " on ";
+  text += PathName(finding.path);
   if (!finding.caveat.empty()) text += " (" + finding.caveat + ")";
   return text;
 }

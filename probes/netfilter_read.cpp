@@ -1,10 +1,12 @@
 // The kernel's side: sockets and /proc files of the network namespace the calling thread is in.
+// glibc's netinet/in.h first: the kernel's headers then leave out their own struct in_addr.
+#include <netinet/in.h>
+
 #include <fcntl.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter_ipv4/ip_tables.h>
 #include <linux/netlink.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
