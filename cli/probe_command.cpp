@@ -111,7 +111,11 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
                     "checks' provider, else tcp), a provider name, or none");
   // Tests pin the tcp provider's port to drop it alone; hidden from help.
   probe->add_option("--peer-fabric-port", options.peer_fabric_port)->group("");
-  probe->add_option("--peer-path", options.peer_path)->group("");
+  probe->add_option("--peer-host-netns", options.peer_host_netns,
+                    "with --peer-period: also test the host path (host-network pods) from this "
+                    "network namespace, e.g. /host/proc/1/ns/net (needs the privileged probe)");
+  probe->add_option("--peer-host-address", options.peer_host_address,
+                    "with --peer-host-netns: the node's address (default: $HOST_IP)");
   // Tests on one machine, whose nodes share a clock, run short rounds; hidden from help.
   probe->add_option("--peer-skew", options.peer_skew)->group("");
   probe->add_option("--log-level", options.log_level,

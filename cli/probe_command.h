@@ -42,7 +42,10 @@ struct ProbeCommandOptions {
   // "auto": the node checks' provider (efa), else libfabric's tcp; "none": no fabric tier.
   std::string peer_fabric = "auto";
   std::string peer_fabric_port;  // the tcp provider's port (tests pin it); empty: any
-  std::string peer_path = "pod-network";
+  // The host path: the host's network namespace file and the node's address (default $HOST_IP);
+  // empty namespace: the pod path alone.
+  std::string peer_host_netns;
+  std::string peer_host_address;
   std::string log_level = "info";
   std::string log_format = "auto";
   PolicyOptions policy;

@@ -92,7 +92,11 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
   probes::PeerRoundOptions peer;
   peer.node_name = node_name;
   peer.instance_type = instance_type;
-  peer.path = options.peer_path;
+  peer.host_netns = options.peer_host_netns;
+  peer.host_address = options.peer_host_address;
+  if (peer.host_address.empty()) {
+    if (const char* from_env = std::getenv("HOST_IP")) peer.host_address = from_env;
+  }
   peer.address = options.peer_address;
   if (peer.address.empty()) {
     if (const char* from_env = std::getenv("POD_IP")) peer.address = from_env;

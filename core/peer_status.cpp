@@ -28,12 +28,27 @@ std::uint16_t Port(std::uint64_t value) {
   return value <= 65535 ? static_cast<std::uint16_t>(value) : 0;
 }
 
+// [first, last] of a port range field; left as they are when it is not two ports.
+void Range(const Json& peer, const char* key, std::uint16_t& first, std::uint16_t& last) {
+  const auto range = peer.find(key);
+  if (range == peer.end() || !range->is_array() || range->size() != 2) return;
+  const Json& a = (*range)[0];
+  const Json& b = (*range)[1];
+  if (!a.is_number_integer() || !b.is_number_integer() || a.get<std::int64_t>() < 0 ||
+      b.get<std::int64_t>() < 0) {
+    return;
+  }
+  first = Port(a.get<std::uint64_t>());
+  last = Port(b.get<std::uint64_t>());
+}
+
 Json TestJson(const PeerTestResult& test) {
   Json out{{"peer", test.peer},
            {"pass", test.pass},
            {"tier", test.tier},
            {"result", test.result},
            {"milliseconds", test.milliseconds}};
+  if (!test.path.empty()) out["path"] = test.path;
   if (!test.ports.empty()) out["ports"] = test.ports;
   if (test.failed_port != 0) out["failedPort"] = test.failed_port;
   if (!test.provider.empty()) out["provider"] = test.provider;
@@ -46,6 +61,7 @@ PeerTestResult TestOf(const Json& item) {
   test.peer = Text(item, "peer");
   test.pass = Text(item, "pass");
   test.tier = Text(item, "tier");
+  test.path = Text(item, "path");
   test.result = Text(item, "result");
   test.passed = test.result == "passed";
   test.ports = Text(item, "ports");
@@ -90,7 +106,8 @@ std::vector<PeerOutcome> Outcomes(const std::vector<PeerPair>& pairs,
 
 std::string Describe(const std::string& client, const PeerTestResult& test) {
   if (test.tier == kPeerTierTcp) {
-    std::string text = "TCP from " + client + " to " + test.peer;
+    std::string text = std::string(test.path == kPeerPathHost ? "TCP host to host" : "TCP") +
+                       " from " + client + " to " + test.peer;
     if (test.failed_port != 0) text += " port " + std::to_string(test.failed_port);
     return text + " " + test.result + (test.detail.empty() ? "" : " (" + test.detail + ")");
   }
@@ -114,6 +131,8 @@ Json PeerBlockJson(const PeerBlock& block) {
   Json out{{"path", block.path},
            {"address", block.address},
            {"portRange", Json::array({block.port_first, block.port_last})},
+           {"hostAddress", block.host_address},
+           {"hostPortRange", Json::array({block.host_port_first, block.host_port_last})},
            {"periodSeconds", block.period_seconds},
            {"round", block.round},
            {"tests", std::move(tests)},
@@ -139,13 +158,9 @@ std::optional<PeerBlock> PeerBlockOf(const Json& validation) {
   PeerBlock block;
   block.path = Text(*peer, "path");
   block.address = Text(*peer, "address");
-  const auto range = peer->find("portRange");
-  if (range != peer->end() && range->is_array() && range->size() == 2 &&
-      (*range)[0].is_number_integer() && (*range)[1].is_number_integer() &&
-      (*range)[0].get<std::int64_t>() >= 0 && (*range)[1].get<std::int64_t>() >= 0) {
-    block.port_first = Port((*range)[0].get<std::uint64_t>());
-    block.port_last = Port((*range)[1].get<std::uint64_t>());
-  }
+  Range(*peer, "portRange", block.port_first, block.port_last);
+  block.host_address = Text(*peer, "hostAddress");
+  Range(*peer, "hostPortRange", block.host_port_first, block.host_port_last);
   const auto fabric = peer->find("fabric");
   if (fabric != peer->end() && fabric->is_object()) {
     block.fabric_provider = Text(*fabric, "provider");

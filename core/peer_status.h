@@ -5,8 +5,9 @@
 //
 // A probe writes its block when something in it changes, not every round: its address at start,
 // its tests of a round where one failed (the others need the failures to plan the second pass),
-// and its verdict when the verdict changes, with the tests of the round it judged. A test a client did not publish for a round passed,
-// so a healthy group costs no writes beyond the probe's own report.
+// and its verdict when the verdict changes, with the tests of the round it judged. A test a client
+// did not publish for a round passed, so a healthy group costs no writes beyond the probe's own
+// report.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,10 @@ inline constexpr std::string_view kPeerTierTcp = "tcp";
 inline constexpr std::string_view kPeerTierFabric = "fabric";
 inline constexpr std::string_view kPeerPassRing = "ring";
 inline constexpr std::string_view kPeerPassCulprit = "culprit";
+// The paths a TCP test takes: from pod to pod (the nodes' FORWARD rules, NetworkPolicy), and
+// from host to host (their INPUT rules), as pod-network and host-network training pods do.
+inline constexpr std::string_view kPeerPathPod = "pod-network";
+inline constexpr std::string_view kPeerPathHost = "host-network";
 
 // The node's verdict (status.peer.standing).
 inline constexpr std::string_view kPeerReachable = "Reachable";
@@ -33,8 +38,8 @@ inline constexpr std::string_view kPeerUnreachable = "Unreachable";  // fails wi
 inline constexpr std::string_view kPeerPairFault = "PairFault";      // fails with one peer only
 inline constexpr std::string_view kPeerUndecided = "Undecided";  // a failure, no good node to tell
 inline constexpr std::string_view kPeerUntested = "Untested";    // no round has tested it yet
-inline constexpr std::string_view kPeerAlone =
-    "Alone";  // the only node of its type: nothing to test
+// The only node of its type: nothing to test.
+inline constexpr std::string_view kPeerAlone = "Alone";
 
 // Whether the gate counts a node of this standing ("" : no peer checks, as before them).
 bool PeerStandingCounts(std::string_view standing);
@@ -44,6 +49,7 @@ struct PeerTestResult {
   std::string peer;
   std::string pass;  // kPeerPassRing or kPeerPassCulprit
   std::string tier;  // kPeerTierTcp or kPeerTierFabric
+  std::string path;  // tcp: kPeerPathPod, or kPeerPathHost from the hosts' own namespaces
   bool passed = false;
   std::string result;    // "passed", "timed-out", "refused", ... (probes/peer_tcp.h, peer_fabric.h)
   std::string ports;     // tcp: the ports tested, "29500,33012"
@@ -54,10 +60,16 @@ struct PeerTestResult {
 };
 
 struct PeerBlock {
-  std::string path;              // "pod-network" or "host-network": the path the tests took
-  std::string address;           // where peers reach this node's probe
+  // The paths its TCP tier serves: "pod-network", or "pod-network,host-network".
+  std::string path;
+  std::string address;           // where peers reach this node's probe (the pod's address)
   std::uint16_t port_first = 0;  // its ip_local_port_range, where NCCL's sockets listen
   std::uint16_t port_last = 0;
+  // The host path: the node's address and the host's ip_local_port_range; empty when the probe
+  // cannot enter the host's network namespace.
+  std::string host_address;
+  std::uint16_t host_port_first = 0;
+  std::uint16_t host_port_last = 0;
   std::string fabric_provider;  // "" when it serves no fabric tier
   std::string fabric_address;   // hex, probes::FabricEndpoint::Address
   std::uint64_t period_seconds = 0;

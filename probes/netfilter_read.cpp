@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "probes/netfilter.h"
+#include "probes/netns.h"
 
 namespace ncclguard::probes {
 namespace {
@@ -268,34 +269,13 @@ NetfilterRead ReadNetfilter() {
 NetfilterRead ReadNetfilterIn(const std::filesystem::path& netns) {
   if (netns.empty()) return ReadNetfilter();
   NetfilterRead read;
-  std::string error;
-  // setns changes the namespace of the calling thread only: this one, which ends after.
-  std::thread reader([&] {
-    const int fd = open(netns.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int reason = errno;
-      error = Errno("opening " + netns.string()) +
-              (reason == ENOENT ? " (the host's /proc is not under the host root)"
-               : reason == EACCES || reason == EPERM
-                   ? " (another process's namespace takes the privileged probe)"
-                   : "");
-      return;
-    }
-    if (setns(fd, CLONE_NEWNET) != 0) {
-      error = Errno("entering the network namespace " + netns.string()) +
-              (errno == EPERM ? " (needs CAP_SYS_ADMIN: the privileged probe)" : "");
-      close(fd);
-      return;
-    }
-    close(fd);
+  RunInNetworkNamespace(netns.string(), [&] {
     try {
       read = ReadNetfilter();
     } catch (const std::exception& e) {
-      error = std::string("reading netfilter: ") + e.what();
+      throw std::runtime_error(std::string("reading netfilter: ") + e.what());
     }
   });
-  reader.join();
-  if (!error.empty()) throw std::runtime_error(error);
   return read;
 }
 

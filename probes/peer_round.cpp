@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/errors.h"
 #include "log/log.h"
+#include "probes/netns.h"
 #include "probes/peer_tcp.h"
 
 namespace ncclguard::probes {
@@ -91,7 +94,6 @@ PeerRunner::PeerRunner(PeerRoundOptions options, std::shared_ptr<PeerDirectory> 
       open_pinger_(std::move(open_pinger)) {
   if (!open_pinger_) fabric_.reset();
   if (!options_.clock) options_.clock = [] { return Clock::now(); };
-  block_.path = options_.path;
   block_.address = options_.address;
   block_.port_first = options_.port_first;
   block_.port_last = options_.port_last;
@@ -100,6 +102,25 @@ PeerRunner::PeerRunner(PeerRoundOptions options, std::shared_ptr<PeerDirectory> 
   if (fabric_) {
     block_.fabric_provider = fabric_->Provider();
     block_.fabric_address = fabric_->Address();
+  }
+  block_.path = std::string(core::kPeerPathPod);
+  if (!options_.host_netns.empty() && !options_.host_address.empty()) {
+    // The host's own ip_local_port_range: net sysctls answer for the reader's namespace.
+    try {
+      RunInNetworkNamespace(options_.host_netns, [&] {
+        std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+        std::stringstream text;
+        text << file.rdbuf();
+        std::tie(block_.host_port_first, block_.host_port_last) = ParsePortRange(text.str());
+      });
+      block_.host_address = options_.host_address;
+      block_.path += "," + std::string(core::kPeerPathHost);
+    } catch (const std::exception& e) {
+      log::Warn("peer checks: no host path (the pod path alone)", {{"error", e.what()}});
+      options_.host_netns.clear();
+    }
+  } else {
+    options_.host_netns.clear();
   }
   block_.standing = std::string(core::kPeerUntested);
   block_.message = "no test between this node and a peer has run yet";
@@ -187,39 +208,81 @@ std::uint64_t PeerRunner::ServeWhile(std::uint64_t round, const kube::StopToken&
       log::Warn("peer checks: serving failed", {{"round", round}, {"error", e.what()}});
     }
   });
+  PeerServeSummary served_host;
+  std::thread host;
+  if (!options_.host_netns.empty()) {
+    host = std::thread([&] {
+      PeerServeOptions serve;
+      serve.address = options_.host_serve_address;
+      serve.ports =
+          RoundPorts({}, block_.host_port_first, block_.host_port_last, options_.ephemeral, round);
+      serve.duration = Window();
+      serve.hello_timeout = options_.timeout;
+      try {
+        RunInNetworkNamespace(options_.host_netns,
+                              [&] { served_host = ServePeerPorts(serve, &stopping); });
+      } catch (const std::exception& e) {
+        log::Warn("peer checks: serving the host path failed",
+                  {{"round", round}, {"error", e.what()}});
+      }
+    });
+  }
+  const auto join = [&] {
+    tcp.join();
+    if (host.joinable()) host.join();
+    if (fabric.joinable()) fabric.join();
+  };
   try {
     work();
   } catch (...) {
     stopping = true;
-    tcp.join();
-    if (fabric.joinable()) fabric.join();
+    join();
     stop.RemoveOnStop(wake);
     throw;
   }
-  tcp.join();
-  if (fabric.joinable()) fabric.join();
+  join();
   stop.RemoveOnStop(wake);
   for (const std::string& port : served.unserved) {
     log::Warn("peer checks: a port was not served", {{"round", round}, {"port", port}});
   }
-  return served.answered + fabric_answered;
+  return served.answered + served_host.answered + fabric_answered;
 }
 
-std::vector<core::PeerTestResult> PeerRunner::Test(const core::PeerMember& peer,
-                                                   std::string_view pass, std::uint64_t round) {
-  std::vector<core::PeerTestResult> results;
-  const std::vector<std::uint16_t> ports = RoundPorts(
-      options_.fixed_ports, peer.block.port_first, peer.block.port_last, options_.ephemeral, round);
+core::PeerTestResult PeerRunner::TestTcp(const core::PeerMember& peer, std::string_view pass,
+                                         std::uint64_t round, std::string_view path) {
+  const bool host = path == core::kPeerPathHost;
+  // The host path tests the host's ephemeral range only: the master port is often a host-network
+  // training pod's there.
+  const std::vector<std::uint16_t> ports =
+      host ? RoundPorts({}, peer.block.host_port_first, peer.block.host_port_last,
+                        options_.ephemeral, round)
+           : RoundPorts(options_.fixed_ports, peer.block.port_first, peer.block.port_last,
+                        options_.ephemeral, round);
   core::PeerTestResult tcp;
   tcp.peer = peer.node;
   tcp.pass = pass;
   tcp.tier = core::kPeerTierTcp;
+  tcp.path = path;
   tcp.ports = PortList(ports);
   const auto started = std::chrono::steady_clock::now();
   try {
+    std::vector<PortTest> tested;
+    if (host) {
+      RunInNetworkNamespace(options_.host_netns, [&] {
+        tested = TestPeerPorts(peer.block.host_address, ports, options_.timeout);
+      });
+    } else {
+      tested = TestPeerPorts(peer.block.address, ports, options_.timeout);
+    }
     std::size_t failed = 0;
-    for (const PortTest& port : TestPeerPorts(peer.block.address, ports, options_.timeout)) {
-      if (port.outcome == PortOutcome::kPassed) continue;
+    for (const PortTest& port : tested) {
+      // On the host path a port refused or answered by another program is the host's own
+      // business (a process holds it, or the peer could not serve it): only silence or an ICMP
+      // error says a firewall.
+      const bool counts =
+          host ? port.outcome == PortOutcome::kTimedOut || port.outcome == PortOutcome::kUnreachable
+               : port.outcome != PortOutcome::kPassed;
+      if (!counts) continue;
       if (failed++ == 0) {
         tcp.result = PortOutcomeName(port.outcome);
         tcp.failed_port = port.port;
@@ -239,7 +302,16 @@ std::vector<core::PeerTestResult> PeerRunner::Test(const core::PeerMember& peer,
   }
   tcp.milliseconds = Milliseconds(std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - started));
-  results.push_back(tcp);
+  return tcp;
+}
+
+std::vector<core::PeerTestResult> PeerRunner::Test(const core::PeerMember& peer,
+                                                   std::string_view pass, std::uint64_t round) {
+  std::vector<core::PeerTestResult> results;
+  results.push_back(TestTcp(peer, pass, round, core::kPeerPathPod));
+  if (!options_.host_netns.empty() && !peer.block.host_address.empty()) {
+    results.push_back(TestTcp(peer, pass, round, core::kPeerPathHost));
+  }
 
   if (fabric_ && !peer.block.fabric_address.empty()) {
     core::PeerTestResult fabric;

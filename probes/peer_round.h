@@ -47,13 +47,19 @@ struct PeerRoundOptions {
   std::string node_name;
   std::string instance_type;  // the group
   std::string address;        // where peers reach this probe (the pod's IP)
-  std::string path = "pod-network";
   std::chrono::milliseconds period{std::chrono::minutes(2)};
   std::chrono::milliseconds timeout{std::chrono::seconds(2)};  // a test's, each tier
   // How long after a window opens the clients test: the clocks of two nodes differ by less (NTP
   // keeps them within milliseconds), and the servers' threads have started.
   std::chrono::milliseconds skew{1'500};
-  std::string serve_address = "0.0.0.0";          // where the ports are served (tests: the address)
+  // Where the ports are served (tests: the address).
+  std::string serve_address = "0.0.0.0";
+  // The host path (host-network pods, the node's INPUT rules): the host's network namespace
+  // (<host root>/proc/1/ns/net), entered for its sockets, and the node's address there. Empty:
+  // the pod path alone.
+  std::string host_netns;
+  std::string host_address;
+  std::string host_serve_address = "0.0.0.0";
   std::vector<std::uint16_t> fixed_ports{29500};  // NCCL's master port
   std::size_t ephemeral = 4;                      // ports of the ephemeral range tested each round
   std::uint16_t port_first = 32768;               // this node's ip_local_port_range
@@ -113,6 +119,9 @@ class PeerRunner {
   void Judge(std::uint64_t round, const Group& now);
   void PublishIfDirty();
   std::chrono::milliseconds Window() const;
+  // One TCP test of `peer` on `path` (core::kPeerPathPod or kPeerPathHost).
+  core::PeerTestResult TestTcp(const core::PeerMember& peer, std::string_view pass,
+                               std::uint64_t round, std::string_view path);
 
   PeerRoundOptions options_;
   std::shared_ptr<PeerDirectory> directory_;

@@ -218,7 +218,9 @@ for n in "$node1" "$node2"; do
 done
 ns=ncclguard-system
 start=$SECONDS
-if helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace \
+# The test nodes share this machine's PID namespace: /proc/1 is its init, not the node's, so the
+# probe's host path (which would enter /proc/1/ns/net) is off in every node test.
+if helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace --set probe.peer.hostPath=false \
   --set 'probe.checks={memlock-limit,dev-shm-stale,removeipc}' --set probe.peer.period=10s \
   --set probe.peer.timeout=1s --set 'probe.extraArgs={--peer-fabric-port=29600,--peer-skew=500ms}' \
   --wait --timeout 180s >"$work/helm.log" 2>&1; then

@@ -90,7 +90,9 @@ fi
 
 # ncclguard without its probe first: no NodeValidation yet, so the gate holds every GPU job.
 ns=ncclguard-system
-if ! helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace --set probe.enabled=false \
+# The test nodes share this machine's PID namespace: /proc/1 is its init, not the node's, so the
+# probe's host path (which would enter /proc/1/ns/net) is off in every node test.
+if ! helm install ncclguard "$root/charts/ncclguard" -n "$ns" --create-namespace --set probe.enabled=false --set probe.peer.hostPath=false \
   --wait --timeout 180s >"$work/helm.log" 2>&1; then
   cat "$work/helm.log"; echo "FAIL: helm install"; exit 1
 fi

@@ -8,7 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <unistd.h>
 #include <algorithm>
+
+#include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -180,6 +185,90 @@ TEST(PeerRound, TwoProbesAndAGoneMemberNameTheGoneOneAndPublishThemselvesReachab
   const std::vector<std::string> nodes{"node-a", "node-b", "node-c"};
   EXPECT_EQ(core::JudgeSelf("node-c", nodes, members, round, true).standing,
             core::kPeerUnreachable);
+}
+
+// A network namespace of the test's own, standing in for the hosts' (nodes share it here): a
+// thread that entered it holds it until the end; its loopback is up.
+class HostNamespace {
+ public:
+  HostNamespace() {
+    thread_ = std::thread([this] {
+      std::string path;
+      if (unshare(CLONE_NEWNET) == 0)
+        path = "/proc/self/task/" + std::to_string(gettid()) + "/ns/net";
+      ready_.set_value(path);
+      done_.get_future().wait();
+    });
+    path_ = ready_.get_future().get();
+    if (!path_.empty()) {
+      // /proc/self of this process: the task is one of its threads.
+      path_ = "/proc/" + std::to_string(getpid()) + path_.substr(std::string("/proc/self").size());
+    }
+  }
+  ~HostNamespace() {
+    done_.set_value();
+    thread_.join();
+  }
+  const std::string& path() const { return path_; }
+  bool Run(const std::string& command) const {
+    return std::system(("nsenter --net=" + path_ + " " + command + " >/dev/null 2>&1").c_str()) ==
+           0;
+  }
+
+ private:
+  std::promise<std::string> ready_;
+  std::promise<void> done_;
+  std::thread thread_;
+  std::string path_;
+};
+
+// The host path (host-network pods, the node's INPUT rules): each probe serves and tests from
+// the hosts' namespace. A DROP of new connections to the host's ephemeral range there fails the
+// host path while the pod path passes, and the verdict names it.
+TEST(PeerRound, AHostFirewallDropFailsTheHostPathWhileThePodPathPasses) {
+  if (geteuid() != 0) GTEST_SKIP() << "entering a network namespace needs root";
+  HostNamespace hosts;
+  if (hosts.path().empty() || !hosts.Run("ip link set lo up")) {
+    GTEST_SKIP() << "no network namespace of our own here (unshare, ip)";
+  }
+  if (!hosts.Run("iptables -A INPUT -p tcp --syn --dport 32768:60999 -j DROP")) {
+    GTEST_SKIP() << "no iptables in the test's namespace";
+  }
+  auto directory = std::make_shared<MemoryDirectory>();
+  const core::Json fresh{{"instanceType", "p5.48xlarge"}, {"lastProbeTime", Now()}};
+  std::vector<std::unique_ptr<probes::PeerRunner>> runners;
+  for (const auto& [node, address] :
+       {std::pair{"node-a", "127.0.0.95"}, std::pair{"node-b", "127.0.0.96"}}) {
+    directory->Add(node, fresh);
+    probes::PeerRoundOptions options = Options(node, address);
+    options.host_netns = hosts.path();
+    options.host_address = address;
+    options.host_serve_address = address;
+    options.fixed_ports = {29533};
+    runners.push_back(std::make_unique<probes::PeerRunner>(
+        options, std::make_shared<NodeView>(directory, node), nullptr, nullptr));
+    runners.back()->Announce();
+    EXPECT_EQ(runners.back()->block().path, "pod-network,host-network");
+    EXPECT_EQ(runners.back()->block().host_port_first, 32768);
+  }
+  kube::StopToken stop;
+  std::thread b([&] { runners[1]->RunRound(2000, stop, 2s); });
+  runners[0]->RunRound(2000, stop, 2s);
+  b.join();
+  kube::StopToken stopped;
+  stopped.Stop();
+  for (auto& runner : runners) runner->RunRound(2001, stopped, 0ms);
+  const core::PeerBlock a = runners[0]->block();
+  EXPECT_EQ(a.standing, core::kPeerUndecided) << a.message;
+  EXPECT_EQ(a.failed_tier, core::kPeerTierTcp);
+  EXPECT_NE(a.failed_detail.find("TCP host to host from node-"), std::string::npos)
+      << a.failed_detail;
+  EXPECT_NE(a.failed_detail.find("timed-out"), std::string::npos) << a.failed_detail;
+  bool pod_passed = false;
+  for (const core::PeerTestResult& t : a.tests) {
+    if (t.path == core::kPeerPathPod) pod_passed = t.passed;
+  }
+  EXPECT_TRUE(pod_passed) << directory->Peer("node-a").dump();
 }
 
 TEST(PeerRound, APeriodTooShortForTheWindowsIsRefused) {
