@@ -116,6 +116,9 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
                              double seconds) {
       metrics->RecordPeerTest(tier, pass, passed, seconds);
     };
+    peer.on_standing = [metrics](std::string_view standing) {
+      metrics->SetPeerStanding(StandingLabel(standing));
+    };
     peer.on_round = [metrics](double seconds, std::chrono::system_clock::time_point finished,
                               std::string_view standing) {
       metrics->RecordPeerRound(seconds, finished, StandingLabel(standing));

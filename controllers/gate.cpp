@@ -208,6 +208,11 @@ void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
       }
       break;
     case NodeStanding::kPeerFailed:
+      // A job of one node does not talk between nodes: its peers' verdict does not hold it.
+      if (supply.needed <= 1) {
+        ++supply.counted;
+        break;
+      }
       if (supply.peer_failed++ == 0) {
         supply.peer_node = name;
         supply.peer_standing = facts.peer_standing;
@@ -217,7 +222,11 @@ void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
       }
       break;
     case NodeStanding::kPeerUntested:
-      ++supply.peer_untested;
+      if (supply.needed <= 1) {
+        ++supply.counted;
+      } else {
+        ++supply.peer_untested;
+      }
       break;
   }
 }

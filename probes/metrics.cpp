@@ -146,9 +146,12 @@ void ProbeMetrics::RecordPeerTest(std::string_view tier, std::string_view pass, 
   peer_test_duration_.Add({{"tier", std::string(tier)}}, PeerTestBuckets()).Observe(seconds);
 }
 
-void ProbeMetrics::RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
-                                   std::string_view standing) {
+void ProbeMetrics::SetPeerStanding(std::string_view standing) {
   const std::lock_guard lock(mutex_);
+  SetStandingLocked(standing);
+}
+
+void ProbeMetrics::SetStandingLocked(std::string_view standing) {
   if (standing_series_ != nullptr && standing_ != standing) {
     peer_standing_.Remove(standing_series_);
     standing_series_ = nullptr;
@@ -158,6 +161,12 @@ void ProbeMetrics::RecordPeerRound(double seconds, std::chrono::system_clock::ti
     standing_series_ = &peer_standing_.Add({{"standing", standing_}});
     standing_series_->Set(1);
   }
+}
+
+void ProbeMetrics::RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
+                                   std::string_view standing) {
+  const std::lock_guard lock(mutex_);
+  SetStandingLocked(standing);
   peer_round_duration_.Set(seconds);
   peer_last_round_.Set(UnixSeconds(finished));
 }

@@ -43,6 +43,8 @@ class ProbeMetrics {
   // A finished round: its duration, when it finished, and this node's standing as its peers'
   // results say ("reachable", "unreachable", "pair-fault", "undecided", or "untested"). The
   // series of a former standing goes: a scrape shows the last round's only.
+  // This node's standing alone, before its first round has ended ("untested", "alone").
+  void SetPeerStanding(std::string_view standing);
   void RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
                        std::string_view standing);
 
@@ -51,6 +53,8 @@ class ProbeMetrics {
   static prometheus::Histogram::BucketBoundaries PeerTestBuckets();
 
  private:
+  void SetStandingLocked(std::string_view standing);  // mutex_ held
+
   struct CheckSeries {
     CheckStatus status = CheckStatus::Skip;
     prometheus::Gauge* status_gauge = nullptr;

@@ -181,6 +181,21 @@ PeerRunner::Group PeerRunner::ReadGroup() {
   }
   for (const core::PeerMember& member : group.members) group.nodes.push_back(member.node);
   std::sort(group.nodes.begin(), group.nodes.end());
+  if (group.nodes.size() < 2) {
+    // Nothing to test and nobody to wait for: the only node of its type counts at once.
+    const core::PeerJudgement alone =
+        core::JudgeSelf(options_.node_name, group.nodes, group.members, 0, false);
+    const std::lock_guard lock(mutex_);
+    if (block_.standing != alone.standing) {
+      block_.standing = alone.standing;
+      block_.failed_with.clear();
+      block_.failed_tier.clear();
+      block_.failed_detail.clear();
+      block_.message = alone.message;
+      dirty_ = true;
+      if (options_.on_standing) options_.on_standing(block_.standing);
+    }
+  }
   return group;
 }
 
@@ -364,6 +379,7 @@ void PeerRunner::Judge(std::uint64_t round, const Group& now) {
   block_.failed_detail = judgement.failed_detail;
   block_.message = judgement.message;
   dirty_ = true;
+  if (options_.on_standing) options_.on_standing(block_.standing);
   log::Info("peer checks: standing changed",
             {{"round", round}, {"standing", judgement.standing}, {"message", judgement.message}});
 }
@@ -463,6 +479,12 @@ void PeerRunner::RunRound(std::uint64_t round, const kube::StopToken& stop,
 
 void PeerRunner::Run(const kube::StopToken& stop) {
   const auto period = options_.period;
+  if (options_.on_standing) options_.on_standing(block().standing);
+  try {
+    ReadGroup();  // the only node of its type is Alone before its first round
+  } catch (const std::exception& e) {
+    log::Warn("peer checks: reading the group failed", {{"error", e.what()}});
+  }
   while (!stop.stopped()) {
     PublishIfDirty();
     const auto since_epoch =

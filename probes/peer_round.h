@@ -71,6 +71,8 @@ struct PeerRoundOptions {
   // its end, this node's standing): the probe's metrics.
   std::function<void(std::string_view, std::string_view, bool, double)> on_test;
   std::function<void(double, std::chrono::system_clock::time_point, std::string_view)> on_round;
+  // Each change of this node's standing, and the first one at start.
+  std::function<void(std::string_view)> on_standing;
 };
 
 // Throws core::InputError when the period leaves no room for a round's two windows.

@@ -224,7 +224,9 @@ def render(panels, results, window, picture, title, work):
         if header:  # drawn with the first panel (labels at screen coordinates)
             out.append(header)
             header = None
-        series = results.get(panel["id"], [])
+        # A series without one finite value (a quantile of a histogram nothing was observed in
+        # yet is NaN) has nothing to draw.
+        series = [s for s in results.get(panel["id"], []) if any(math.isfinite(v) for _, v in s[2])]
         path = os.path.join(work, "panel-%d.tsv" % panel["id"])
         grouping = next((t["options"] for t in panel.get("transformations", []) if t.get("id") == "groupingToMatrix"), None)
         if not series:

@@ -251,6 +251,14 @@ TEST_F(HoldCause, AnUntestedNodeWaitsForItsPeersAndOneWithoutPeerChecksCountsAsB
   cluster_.ValidationObject("ip-10-0-1-8")["status"]["peer"]["standing"] = "Reachable";
   const auto verdict = controllers::EvaluateGate({{"p5.48xlarge", 2}}, cluster_, cluster_.Policy());
   EXPECT_TRUE(verdict.release) << verdict.message;
+
+  // A job of one node does not talk between nodes: a node its peers cannot reach still runs it.
+  cluster_.ValidationObject("ip-10-0-1-7")["status"]["peer"] = {{"standing", "Undecided"}};
+  cluster_.ValidationObject("ip-10-0-1-8")["status"]["peer"] = {{"standing", "Untested"}};
+  const auto one = controllers::EvaluateGate({{"p5.48xlarge", 1}}, cluster_, cluster_.Policy());
+  EXPECT_TRUE(one.release) << one.message;
+  EXPECT_FALSE(
+      controllers::EvaluateGate({{"p5.48xlarge", 2}}, cluster_, cluster_.Policy()).release);
 }
 
 TEST_F(HoldCause, CausesInTwoSectionsAreEachNamedWithTheirOwnLink) {
