@@ -195,9 +195,11 @@ int RunProbePublish(const ProbeCommandOptions& options) {
 
   std::atomic<bool> any_timed_out{false};
   const std::vector<std::string> checks = options.checks;
-  auto run_checks = [probe, checks, &any_timed_out, client, node_name] {
+  const probes::PeerRunner* runner = peer_runner.get();
+  auto run_checks = [probe, checks, &any_timed_out, client, node_name, runner] {
     // No --instance-type, file or DMI name (e.g. not an EC2 Nitro node): the Node's label.
     probes::ProbeOptions run = probe;
+    if (runner != nullptr) run.peer_standing = runner->block().standing;
     const probes::ResolvedInstanceType resolved = probes::WithNodeLabelFallback(
         {run.instance_type, run.instance_type_source}, *client, node_name);
     run.instance_type = resolved.name;

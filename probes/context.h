@@ -25,6 +25,10 @@ struct ProbeOptions {
   // The network namespace host-firewall reads: a /proc/<pid>/ns/net file entered with setns, or
   // "current" for the probe's own. nullopt: the host's, <host_root>/proc/1/ns/net.
   std::optional<std::filesystem::path> firewall_netns;
+  // This node's verdict from the checks between nodes (core/peer_status.h, status.peer.standing)
+  // when the probe runs them, "" otherwise: host-firewall fails a rule it finds when the node's
+  // peers cannot reach it.
+  std::string peer_standing;
   std::chrono::milliseconds check_timeout{10000};
   core::Policy policy = core::Policy::Defaults();
 };

@@ -2,6 +2,7 @@
 // into the node: INPUT for host-network pods, FORWARD for pods on the pod network.
 #include "probes/host_firewall.h"
 
+#include "core/peer_status.h"
 #include "probes/checks/check_util.h"
 
 namespace ncclguard::probes {
@@ -12,11 +13,12 @@ constexpr std::size_t kFindingsNamed = 3;
 class HostFirewallCheck : public Check {
  public:
   HostFirewallCheck()
-      : Check({"host-firewall", "host-firewall", core::FindingLevel::Warn, 65,
+      : Check({"host-firewall", "host-firewall", core::FindingLevel::Fail, 65,
                "The host's netfilter rules (iptables-legacy, iptables-nft and nft, read from the "
                "kernel in the host's network namespace) drop or reject new TCP connections to "
                "NCCL's ports (the master port and the ephemeral range) on INPUT (host-network "
-               "pods) or FORWARD (pod-network pods).",
+               "pods) or FORWARD (pod-network pods): a warning, a failure while the node's peers "
+               "cannot reach it (the checks between nodes).",
                "Accept TCP from the training nodes' subnet on INPUT and FORWARD before the rule "
                "named (the suggested command), through the node's configuration management."}) {}
 
@@ -58,7 +60,16 @@ class HostFirewallCheck : public Check {
     message +=
         ". NCCL's bootstrap, socket transport and the rendezvous use these ports: jobs across "
         "nodes hang at their first collective";
-    CheckResult result = Result(CheckStatus::Warn, observed, expected_ports, message);
+    // The rule read and the peers' verdict agree: the node is what its peers cannot reach.
+    const std::string& peers = options.peer_standing;
+    const bool peers_fail = peers == core::kPeerUnreachable || peers == core::kPeerPairFault ||
+                            peers == core::kPeerUndecided;
+    if (peers_fail) {
+      message += "; its peers cannot reach it either (the checks between nodes: " + peers +
+                 "): this rule is the likely cause";
+    }
+    CheckResult result = Result(peers_fail ? CheckStatus::Fail : CheckStatus::Warn, observed,
+                                expected_ports, message);
     AttachFix(result, kAllowNcclTcp);
     return result;
   }
