@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -108,11 +109,13 @@ void ReadLegacy(NetfilterRead& read) {
                             " read");
       return;
     }
+    // The request's head (name, size) written into the buffer field by field: the struct ends
+    // in a zero-length array, which is not standard C++ as a variable of its own.
     std::vector<unsigned char> buffer(sizeof(ipt_get_entries) + info.size);
-    ipt_get_entries request{};
-    std::strncpy(request.name, "filter", sizeof(request.name) - 1);
-    request.size = info.size;
-    std::memcpy(buffer.data(), &request, sizeof(request));
+    char name[XT_TABLE_MAXNAMELEN] = "filter";
+    std::memcpy(buffer.data() + offsetof(ipt_get_entries, name), name, sizeof(name));
+    const unsigned int size = info.size;
+    std::memcpy(buffer.data() + offsetof(ipt_get_entries, size), &size, sizeof(size));
     length = static_cast<socklen_t>(buffer.size());
     if (getsockopt(socket.Fd(), IPPROTO_IP, IPT_SO_GET_ENTRIES, buffer.data(), &length) != 0) {
       if (errno == EAGAIN) continue;  // the table changed between the two calls
