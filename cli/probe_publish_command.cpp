@@ -16,8 +16,10 @@
 #include "cli/probe_command.h"
 #include "cli/signals.h"
 #include "core/errors.h"
+#include "core/peer_status.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/resource.h"
 #include "log/log.h"
 #include "probes/metrics.h"
 #include "probes/peer_directory.h"
@@ -139,9 +141,22 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
     if (pinger.provider == "tcp" || pinger.provider == "sockets") pinger.source = peer.address;
     open_pinger = [pinger] { return probes::FabricEndpoint::Open(pinger); };
   }
+  // The group: the instance type, and the node's closest network block where it has one.
+  std::string block;
+  try {
+    const core::Json node = client->Get(kube::resources::Nodes().Named(node_name));
+    if (node.contains("metadata") && node["metadata"].is_object()) {
+      block = core::ClosestNetworkBlock(node["metadata"].value("labels", core::Json::object()));
+    }
+  } catch (const std::exception& e) {
+    log::Warn("peer checks: cannot read the node's topology labels (grouped by instance type)",
+              {{"error", e.what()}});
+  }
+  const std::string group = core::PeerGroupOf(instance_type, block);
+  log::Info("peer checks: group", {{"group", group}, {"block", block}});
   return std::make_unique<probes::PeerRunner>(
-      peer, std::make_shared<probes::KubePeerDirectory>(client, node_name), std::move(answering),
-      std::move(open_pinger));
+      peer, std::make_shared<probes::KubePeerDirectory>(client, node_name, group),
+      std::move(answering), std::move(open_pinger));
 }
 
 }  // namespace

@@ -35,6 +35,9 @@ inline constexpr std::string_view kSchedulingGate = "ncclguard.io/validated-node
 inline constexpr std::string_view kValidatedNodeLabel = "ncclguard.io/validated";
 // On a NodeValidation, any value: the probe runs again and removes it.
 inline constexpr std::string_view kProbeRequestedAnnotation = "ncclguard.io/probe-requested";
+// On a NodeValidation: the group its probe runs the checks between nodes with (the instance type,
+// and the network block where the node has one; core/peer_status.h PeerGroupOf).
+inline constexpr std::string_view kPeerGroupLabel = "ncclguard.io/peer-group";
 // On the rendezvous Service the controller makes: the job's MASTER_ADDR.
 inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-addr";
 // On a diagnosis' Event: the diagnosis id (kebab-case), since the reason is its UpperCamelCase
@@ -52,7 +55,7 @@ inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
 inline constexpr std::string_view kPolicyReportManager = "ncclguard.io/audit";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 15> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 16> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -66,7 +69,8 @@ inline constexpr std::array<std::string_view, 15> kContractNames{kApiVersion,
                                                                  kPreflightCheckController,
                                                                  kRuntimePatchManager,
                                                                  kModeNamespaceLabel,
-                                                                 kPolicyReportManager};
+                                                                 kPolicyReportManager,
+                                                                 kPeerGroupLabel};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

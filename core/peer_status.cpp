@@ -1,6 +1,9 @@
 #include "core/peer_status.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
 #include <map>
 
 namespace ncclguard::core {
@@ -116,6 +119,49 @@ std::string Describe(const std::string& client, const PeerTestResult& test) {
 }
 
 }  // namespace
+
+std::string ClosestNetworkBlock(const Json& labels) {
+  if (!labels.is_object()) return "";
+  int deepest = 0;
+  std::string block;
+  for (const auto& [key, value] : labels.items()) {
+    if (!key.starts_with(kNetworkNodeLayerPrefix) || !value.is_string()) continue;
+    const std::string_view layer = std::string_view(key).substr(kNetworkNodeLayerPrefix.size());
+    int number = 0;
+    const auto [end, error] = std::from_chars(layer.data(), layer.data() + layer.size(), number);
+    if (error != std::errc() || end != layer.data() + layer.size() || number <= deepest) continue;
+    deepest = number;
+    block = value.get<std::string>();
+  }
+  return block;
+}
+
+std::string PeerGroupOf(std::string_view instance_type, std::string_view block) {
+  std::string group;
+  const auto append = [&group](std::string_view text) {
+    for (const char c : text) {
+      const bool allowed =
+          std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_';
+      group += allowed ? c : '_';
+    }
+  };
+  append(instance_type);
+  if (!block.empty()) {
+    group += '_';
+    append(block);
+  }
+  // A label value starts and ends with an alphanumeric.
+  const auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (group.empty()) return "none";
+  if (group.size() <= 63 && alnum(group.front()) && alnum(group.back())) return group;
+  std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a over what the group is made of
+  for (const char c : std::string(instance_type) + '\n' + std::string(block)) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  }
+  char text[20];
+  std::snprintf(text, sizeof text, "g-%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
 
 bool PeerStandingCounts(std::string_view standing) {
   return standing.empty() || standing == kPeerReachable || standing == kPeerAlone;

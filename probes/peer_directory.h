@@ -1,6 +1,6 @@
 // The peer checks' directory over the API server (probes/peer_round.h): the group read from the
-// NodeValidations (a list served from the API server's watch cache), this node's status.peer
-// written as a merge patch of the status subresource.
+// NodeValidations labelled with it (a list served from the API server's watch cache), this
+// node's status.peer written as a merge patch of the status subresource.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,9 @@ namespace ncclguard::probes {
 
 class KubePeerDirectory : public PeerDirectory {
  public:
-  KubePeerDirectory(std::shared_ptr<kube::Client> client, std::string node_name,
+  // `group`: core::PeerGroupOf for this node; its NodeValidation is labelled with it
+  // (core::kPeerGroupLabel) at the first write, and the list selects it.
+  KubePeerDirectory(std::shared_ptr<kube::Client> client, std::string node_name, std::string group,
                     std::string field_manager = "ncclguard-probe");
   std::vector<core::Json> List() override;
   void Publish(const core::Json& peer) override;
@@ -22,7 +24,9 @@ class KubePeerDirectory : public PeerDirectory {
  private:
   std::shared_ptr<kube::Client> client_;
   std::string node_name_;
+  std::string group_;
   std::string field_manager_;
+  bool labelled_ = false;
 };
 
 }  // namespace ncclguard::probes

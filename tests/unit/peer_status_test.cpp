@@ -150,5 +150,33 @@ TEST(PeerStatus, AnotherRoundsFailuresSayNothingOfThisOneAndAGroupOfOneIsAlone) 
   EXPECT_FALSE(PeerStandingCounts(kPeerUntested));
 }
 
+// Nodes of one network block test each other: the block is the highest network-node-layer label
+// a node carries (three layers on p5, four on p6-b200), and the group a label value.
+TEST(PeerStatus, TheGroupIsTheInstanceTypeAndTheClosestNetworkBlock) {
+  const Json p5{{"topology.k8s.aws/network-node-layer-1", "nn-1111"},
+                {"topology.k8s.aws/network-node-layer-2", "nn-2222"},
+                {"topology.k8s.aws/network-node-layer-3", "nn-3333"},
+                {"node.kubernetes.io/instance-type", "p5.48xlarge"}};
+  EXPECT_EQ(ClosestNetworkBlock(p5), "nn-3333");
+  Json b200 = p5;
+  b200["topology.k8s.aws/network-node-layer-4"] = "nn-4444";
+  b200["topology.k8s.aws/network-node-layer-10x"] = "not a layer";
+  EXPECT_EQ(ClosestNetworkBlock(b200), "nn-4444");
+  EXPECT_EQ(ClosestNetworkBlock(Json::object()), "");
+  EXPECT_EQ(ClosestNetworkBlock(Json("labels")), "");
+
+  EXPECT_EQ(PeerGroupOf("p5.48xlarge", "nn-3333"), "p5.48xlarge_nn-3333");
+  EXPECT_EQ(PeerGroupOf("ml.p5.48xlarge", ""), "ml.p5.48xlarge");
+  EXPECT_EQ(PeerGroupOf("", ""), "none");
+  // Too long or not starting and ending with an alphanumeric: a hash, the same for the same input.
+  const std::string long_block(80, 'x');
+  const std::string hashed = PeerGroupOf("p5.48xlarge", long_block);
+  EXPECT_EQ(hashed.size(), 18u);
+  EXPECT_EQ(hashed.substr(0, 2), "g-");
+  EXPECT_EQ(hashed, PeerGroupOf("p5.48xlarge", long_block));
+  EXPECT_NE(hashed, PeerGroupOf("p5.48xlarge", long_block + "y"));
+  EXPECT_EQ(PeerGroupOf("p5 48", "a/b"), "p5_48_a_b");
+}
+
 }  // namespace
 }  // namespace ncclguard::core
