@@ -5,11 +5,9 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -23,8 +21,6 @@
 
 namespace ncclguard::cli {
 namespace {
-
-constexpr const char* kPortRangeFile = "/proc/sys/net/ipv4/ip_local_port_range";
 
 struct PeerOptions {
   std::string ports;
@@ -50,11 +46,7 @@ std::vector<std::uint16_t> Ports(const PeerOptions& options) {
   std::vector<std::uint16_t> ports;
   if (!options.ports.empty()) ports = probes::ParsePeerPorts(options.ports);
   if (options.ephemeral > 0) {
-    std::ifstream file(kPortRangeFile);
-    std::stringstream text;
-    text << file.rdbuf();
-    if (!file) throw core::InputError(std::string("--ephemeral: cannot read ") + kPortRangeFile);
-    const auto [first, last] = probes::ParsePortRange(text.str());
+    const auto [first, last] = probes::ReadLocalPortRange();
     for (const std::uint16_t port : probes::SamplePorts(
              first, last, std::min(options.ephemeral, probes::kMaxPeerPorts), options.seed)) {
       ports.push_back(port);

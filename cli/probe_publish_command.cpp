@@ -5,10 +5,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "cli/duration.h"
@@ -126,10 +124,11 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
       metrics->RecordPeerRound(seconds, finished, StandingLabel(standing));
     };
   }
-  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
-  std::stringstream range;
-  range << file.rdbuf();
-  if (file) std::tie(peer.port_first, peer.port_last) = probes::ParsePortRange(range.str());
+  try {
+    std::tie(peer.port_first, peer.port_last) = probes::ReadLocalPortRange();
+  } catch (const core::InputError& e) {
+    log::Warn("peer checks: the default ephemeral range", {{"error", e.what()}});
+  }
   probes::CheckPeerRoundOptions(peer);
   auto answering = OpenPeerFabric(options, peer.address, options.peer_fabric_port);
   probes::PeerRunner::OpenPinger open_pinger;

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "core/errors.h"
@@ -108,10 +106,7 @@ PeerRunner::PeerRunner(PeerRoundOptions options, std::shared_ptr<PeerDirectory> 
     // The host's own ip_local_port_range: net sysctls answer for the reader's namespace.
     try {
       RunInNetworkNamespace(options_.host_netns, [&] {
-        std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
-        std::stringstream text;
-        text << file.rdbuf();
-        std::tie(block_.host_port_first, block_.host_port_last) = ParsePortRange(text.str());
+        std::tie(block_.host_port_first, block_.host_port_last) = ReadLocalPortRange();
       });
       block_.host_address = options_.host_address;
       block_.path += "," + std::string(core::kPeerPathHost);

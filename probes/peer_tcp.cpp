@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "core/errors.h"
 
@@ -177,6 +179,15 @@ std::pair<std::uint16_t, std::uint16_t> ParsePortRange(std::string_view text) {
   const std::uint16_t last = PortNumber(fields[1], text);
   if (last < first) throw core::InputError("ip_local_port_range: the range runs backwards");
   return {first, last};
+}
+
+std::pair<std::uint16_t, std::uint16_t> ReadLocalPortRange() {
+  constexpr const char* kPath = "/proc/sys/net/ipv4/ip_local_port_range";
+  std::ifstream file(kPath);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!file) throw core::InputError(std::string("cannot read ") + kPath);
+  return ParsePortRange(text.str());
 }
 
 std::string_view PortOutcomeName(PortOutcome outcome) {

@@ -31,6 +31,10 @@ std::vector<std::uint16_t> SamplePorts(std::uint16_t first, std::uint16_t last, 
 // core::InputError on anything else.
 std::pair<std::uint16_t, std::uint16_t> ParsePortRange(std::string_view text);
 
+// The calling thread's network namespace's ip_local_port_range (net sysctls answer for the
+// reader's namespace). Throws core::InputError naming the file when it cannot be read or parsed.
+std::pair<std::uint16_t, std::uint16_t> ReadLocalPortRange();
+
 struct PeerServeOptions {
   std::string address = "0.0.0.0";  // numeric IPv4 or IPv6
   std::vector<std::uint16_t> ports;
