@@ -38,6 +38,9 @@ inline constexpr std::string_view kProbeRequestedAnnotation = "ncclguard.io/prob
 // On a NodeValidation: the group its probe runs the checks between nodes with (the instance type,
 // and the network block where the node has one; core/peer_status.h PeerGroupOf).
 inline constexpr std::string_view kPeerGroupLabel = "ncclguard.io/peer-group";
+// On the one pod of a running job whose network namespace the probe on its node reads NCCL's RAS
+// from ("true"; the controller picks it, core/ras.h): one RAS query per job per interval.
+inline constexpr std::string_view kRasReaderLabel = "ncclguard.io/ras-reader";
 // On the rendezvous Service the controller makes: the job's MASTER_ADDR.
 inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-addr";
 // On a diagnosis' Event: the diagnosis id (kebab-case), since the reason is its UpperCamelCase
@@ -55,7 +58,7 @@ inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
 inline constexpr std::string_view kPolicyReportManager = "ncclguard.io/audit";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 16> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 17> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -70,13 +73,16 @@ inline constexpr std::array<std::string_view, 16> kContractNames{kApiVersion,
                                                                  kRuntimePatchManager,
                                                                  kModeNamespaceLabel,
                                                                  kPolicyReportManager,
-                                                                 kPeerGroupLabel};
+                                                                 kPeerGroupLabel,
+                                                                 kRasReaderLabel};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";
 inline constexpr std::string_view kDiagnosisCondition = "NcclDiagnosis";
 // What the training pods' logs say NCCL moves data over: reason EFA, Socket or Unknown.
 inline constexpr std::string_view kTransportCondition = "NcclTransport";
+// What NCCL's RAS says of a running job (core/ras.h): True while it reports every rank healthy.
+inline constexpr std::string_view kHealthCondition = "NcclHealth";
 inline constexpr std::string_view kNodeReadyCondition = "NcclReady";
 
 }  // namespace ncclguard::core

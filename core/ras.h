@@ -24,18 +24,19 @@ inline constexpr std::size_t kMaxRasEntries = 256;
 // Reports a RasReader keeps before the oldest are dropped (a saved loop of queries).
 inline constexpr std::size_t kMaxRasReports = 64;
 
-enum class RasFormat { Text, Json };
+enum class RasFormat { Text, JSON };
 
 // A process or rank a report names. Text: "Rank %d -- GPU %s managed by process %d on node %s",
 // "Process %d on node %s managing GPU(s) %s"; JSON: a "ranks"/"missing_ranks" item.
 struct RasProcess {
-  std::optional<int> rank;  // none when RAS names a process, not a rank
-  std::string gpu;          // "5", "0,1" (CUDA device numbers as RAS prints them)
-  std::int64_t pid = 0;     // the container's PID
-  std::string node;         // the process's bootstrap address (in Kubernetes its pod's IP)
-  std::string communicator;  // "#0-0 (27a079b828ff1a75)", "" for a job-wide line
-  std::string detail;        // what RAS says of it: "considered dead", "launched up to operation
-                             // 6649 of AllReduce", "reported ncclSystemError"
+  std::optional<int> rank;   // none when RAS names a process, not a rank
+  std::string gpu;           // "5", "0,1" (CUDA device numbers as RAS prints them)
+  std::int64_t pid = 0;      // the container's PID
+  std::string node;          // the process's bootstrap address (in Kubernetes its pod's IP)
+  std::string communicator;  // the communicator's hash, 16 hex digits ("27a079b828ff1a75"), "" for
+                             // a job-wide line (the "#0-0" before it is not stable across reports)
+  std::string detail;  // what RAS says of it: "considered dead", "launched up to operation
+                       // 6649 of AllReduce", "reported ncclSystemError"
   friend bool operator==(const RasProcess&, const RasProcess&) = default;
 };
 
@@ -43,7 +44,7 @@ struct RasProcess {
 // have different [AllReduce ]collective operation counts" and its "N ranks have launched up to
 // operation X" groups; JSON: the ranks' collective_counts).
 struct RasMismatch {
-  std::string communicator;  // "#0-0 (27a079b828ff1a75)"; JSON: the hash
+  std::string communicator;  // its hash, as RasProcess::communicator
   std::string collective;    // "AllReduce"; "" before 2.26 (one count for all)
   // (ranks, operation) per group, highest operation first.
   std::vector<std::pair<std::int64_t, std::int64_t>> groups;
@@ -59,7 +60,7 @@ struct RasReport {
   std::int64_t processes = -1;
   std::int64_t gpus = -1;
   std::int64_t communicators = -1;
-  std::vector<RasProcess> dead;         // DEAD: unreachable via the RAS network for 60 s
+  std::vector<RasProcess> dead;          // DEAD: unreachable via the RAS network for 60 s
   std::vector<RasProcess> unresponsive;  // INCOMPLETE: processes and ranks that sent no data
   std::vector<RasProcess> errors;        // ERROR: ranks that reported an init or async error
   std::vector<RasMismatch> mismatches;   // MISMATCH of collective counts
