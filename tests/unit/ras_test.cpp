@@ -27,7 +27,7 @@ using ncclguard::testing::RenderRasJson;
 using ncclguard::testing::RenderRasText;
 
 constexpr std::uint64_t kHash = 0x27a079b828ff1a75;
-constexpr const char* kCommunicator = "#0-0 (27a079b828ff1a75)";
+constexpr const char* kCommunicator = "27a079b828ff1a75";  // as RasProcess::communicator
 constexpr std::size_t kAllReduce = 4;
 constexpr int kCpuSeconds = 20;  // each bounded run takes well under a second at linear cost
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -134,7 +134,7 @@ TEST(RasReports, AHealthyJobIsHealthyInEveryForm) {
   for (const Form& form : AllForms()) {
     SCOPED_TRACE(form.Name());
     const RasReport report = ReadOne(Render(Job(form.version), form));
-    EXPECT_EQ(report.format, form.json ? RasFormat::Json : RasFormat::Text);
+    EXPECT_EQ(report.format, form.json ? RasFormat::JSON : RasFormat::Text);
     EXPECT_TRUE(report.empty());
     EXPECT_FALSE(report.truncated);
     EXPECT_EQ(report.timeouts, 0);
@@ -254,16 +254,12 @@ TEST(RasReports, AMismatchNamesTheRanksBehindAndItsGroups) {
     EXPECT_EQ(RanksOf(mismatch.behind), std::set<int>(kBehind.begin(), kBehind.end()))
         << Describe(mismatch.behind);
     EXPECT_TRUE(Names(mismatch.behind, 5, "5", PidOf(5), NodeOf(5))) << Describe(mismatch.behind);
-    if (!form.json) {
-      EXPECT_EQ(mismatch.communicator, kCommunicator);
-      // 2.24 counts all collectives together; 2.26 names the collective.
-      EXPECT_EQ(mismatch.collective, form.version == "2.24" ? "" : "AllReduce");
-      const std::vector<std::pair<std::int64_t, std::int64_t>> groups = {{26, 6650}, {6, 6649}};
-      EXPECT_EQ(mismatch.groups, groups);
-    } else {
-      EXPECT_EQ(mismatch.collective, "AllReduce");
-      EXPECT_FALSE(mismatch.communicator.empty());
-    }
+    EXPECT_EQ(mismatch.communicator, kCommunicator);
+    for (const RasProcess& rank : mismatch.behind) EXPECT_EQ(rank.communicator, kCommunicator);
+    // 2.24 counts all collectives together; 2.26 names the collective.
+    EXPECT_EQ(mismatch.collective, form.version == "2.24" && !form.json ? "" : "AllReduce");
+    const std::vector<std::pair<std::int64_t, std::int64_t>> groups = {{26, 6650}, {6, 6649}};
+    EXPECT_EQ(mismatch.groups, groups);
   }
 }
 
@@ -368,12 +364,12 @@ TEST(RasStreams, ReadsSeveralReportsAmongOtherLines) {
   EXPECT_EQ(reports[0].format, RasFormat::Text);
   EXPECT_EQ(reports[0].nccl_version, "2.26.5");
   EXPECT_TRUE(reports[0].empty());
-  EXPECT_EQ(reports[1].format, RasFormat::Json);
+  EXPECT_EQ(reports[1].format, RasFormat::JSON);
   EXPECT_EQ(reports[1].mismatches.size(), 1u);
   EXPECT_EQ(reports[2].format, RasFormat::Text);
   EXPECT_EQ(reports[2].nccl_version, "2.24.3");
   EXPECT_EQ(reports[2].mismatches.size(), 1u);
-  EXPECT_EQ(reports[3].format, RasFormat::Json);
+  EXPECT_EQ(reports[3].format, RasFormat::JSON);
   EXPECT_TRUE(reports[3].empty());
   for (const RasReport& report : reports) EXPECT_FALSE(report.truncated);
 }
