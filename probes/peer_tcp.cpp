@@ -1,11 +1,8 @@
 #include "probes/peer_tcp.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +13,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "probes/socket.h"
 
 namespace ncclguard::probes {
 namespace {
@@ -25,26 +23,6 @@ using Clock = std::chrono::steady_clock;
 // The hello: this prefix, 16 hex digits that make each connection's echo its own, a newline.
 constexpr std::string_view kHelloPrefix = "NCCLGUARD-PEER 1 ";
 constexpr std::size_t kHelloBytes = kHelloPrefix.size() + 16 + 1;
-
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Socket& operator=(Socket&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
 
 std::uint16_t PortNumber(std::string_view text, std::string_view whole) {
   unsigned value = 0;
@@ -57,28 +35,9 @@ std::uint16_t PortNumber(std::string_view text, std::string_view whole) {
   return static_cast<std::uint16_t>(value);
 }
 
-// A numeric IPv4 or IPv6 address and port.
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-};
-
-Address NumericAddress(const std::string& host, std::uint16_t port) {
-  Address address;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&address.storage);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&address.storage);
-  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port);
-    address.length = sizeof(sockaddr_in);
-  } else if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    address.length = sizeof(sockaddr_in6);
-  } else {
-    throw core::InputError("\"" + host.substr(0, 64) + "\" is not a numeric IPv4 or IPv6 address");
-  }
-  return address;
+SocketAddress PeerAddress(const std::string& host, std::uint16_t port) {
+  if (auto address = NumericAddress(host, port)) return *address;
+  throw core::InputError("\"" + host.substr(0, 64) + "\" is not a numeric IPv4 or IPv6 address");
 }
 
 std::string ErrorText(int error) { return std::strerror(error); }
@@ -216,7 +175,7 @@ PeerServeSummary ServePeerPorts(const PeerServeOptions& options, const std::atom
   PeerServeSummary summary;
   std::vector<Socket> listeners;
   for (const std::uint16_t port : options.ports) {
-    const Address address = NumericAddress(options.address, port);
+    const SocketAddress address = PeerAddress(options.address, port);
     Socket listener(
         ::socket(address.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     const int one = 1;
@@ -348,7 +307,7 @@ std::vector<PortTest> TestPeerPorts(const std::string& host,
 
   for (std::size_t i = 0; i < ports.size(); ++i) {
     results[i].port = ports[i];
-    const Address address = NumericAddress(host, ports[i]);
+    const SocketAddress address = PeerAddress(host, ports[i]);
     Attempt& a = attempts[i];
     a.hello = Hello((static_cast<std::uint64_t>(start.time_since_epoch().count()) << 16) ^
                     (static_cast<std::uint64_t>(i) << 1) ^ ports[i]);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/errors.h"
+#include "loopback_port.h"
 
 namespace ncclguard::test {
 namespace {
@@ -25,15 +26,9 @@ struct Listener {
   int fd = -1;
   std::uint16_t port = 0;
   explicit Listener(int backlog) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(fd, backlog), 0);
-    socklen_t length = sizeof address;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    port = ntohs(address.sin_port);
+    const LoopbackListener listener = ListenOnLoopback(backlog);
+    fd = listener.fd;
+    port = listener.port;
   }
   ~Listener() { ::close(fd); }
   Listener(const Listener&) = delete;
