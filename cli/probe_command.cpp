@@ -118,6 +118,18 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
                     "with --peer-host-netns: the node's address (default: $HOST_IP)");
   // Tests on one machine, whose nodes share a clock, run short rounds; hidden from help.
   probe->add_option("--peer-skew", options.peer_skew)->group("");
+  probe->add_option("--ras-period", options.ras_period,
+                    "with --publish: read NCCL's RAS in this node's RAS reader pods (one a "
+                    "running job, picked by the controller) every period (e.g. 1m; default: "
+                    "none)");
+  probe->add_option("--ras-timeout", options.ras_timeout,
+                    "with --ras-period: how long a round's queries may take, all at once (10s)");
+  probe->add_option("--ras-init-grace", options.ras_init_grace,
+                    "with --ras-period: how long a pod's containers run before its RAS is read, "
+                    "unless it said NCCL 2.27.3 or later (2m)");
+  probe->add_option("--ras-proc-root", options.ras_proc_root,
+                    "with --ras-period: the host's /proc, where pods' network namespaces are "
+                    "found (default: <host-root>/proc; needs the privileged probe)");
   probe->add_option("--log-level", options.log_level,
                     "with --publish: trace, debug, info, warn, error or off");
   probe

@@ -46,6 +46,13 @@ struct ProbeCommandOptions {
   // empty namespace: the pod path alone.
   std::string peer_host_netns;
   std::string peer_host_address;
+  // NCCL's RAS read in the reader pods on this node (probes/ras_watch.h), with --publish: the
+  // period ("" or "0": none), each round's timeout, the wait after a pod starts, and the host's
+  // /proc (default <host-root>/proc).
+  std::string ras_period;
+  std::string ras_timeout = "10s";
+  std::string ras_init_grace = "2m";
+  std::string ras_proc_root;
   std::string log_level = "info";
   std::string log_format = "auto";
   PolicyOptions policy;

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "probes/peer_round.h"
 #include "probes/peer_tcp.h"
 #include "probes/publisher.h"
+#include "probes/ras_watch.h"
 #include "probes/report.h"
 
 namespace ncclguard::cli {
@@ -158,6 +160,32 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
       std::move(answering), std::move(open_pinger));
 }
 
+// The RAS reads (probes/ras_watch.h), or nullptr without --ras-period.
+std::unique_ptr<probes::RasWatcher> MakeRasWatcher(const ProbeCommandOptions& options,
+                                                   const std::string& node_name,
+                                                   std::shared_ptr<kube::Client> client) {
+  if (options.ras_period.empty() || options.ras_period == "0") return nullptr;
+  probes::RasWatchOptions ras;
+  try {
+    ras.period = ParseDuration(options.ras_period, "--ras-period");
+    ras.timeout = ParseDuration(options.ras_timeout, "--ras-timeout");
+    ras.init_grace = ParseDuration(options.ras_init_grace, "--ras-init-grace");
+  } catch (const std::invalid_argument& e) {
+    throw core::InputError(e.what());
+  }
+  if (ras.period.count() <= 0 || ras.timeout.count() <= 0) {
+    throw core::InputError("--ras-period and --ras-timeout must be longer than 0");
+  }
+  if (ras.timeout >= ras.period) {
+    throw core::InputError("--ras-timeout must be shorter than --ras-period");
+  }
+  ras.proc_root = options.ras_proc_root.empty()
+                      ? (std::filesystem::path(options.host_root) / "proc").string()
+                      : options.ras_proc_root;
+  return std::make_unique<probes::RasWatcher>(
+      ras, std::make_shared<probes::KubeRasDirectory>(std::move(client), node_name));
+}
+
 }  // namespace
 
 int RunProbePublish(const ProbeCommandOptions& options) {
@@ -206,6 +234,13 @@ int RunProbePublish(const ProbeCommandOptions& options) {
   }
 
   publisher_options.peer_checks = peer_runner != nullptr;
+  std::unique_ptr<probes::RasWatcher> ras_watcher;
+  try {
+    ras_watcher = MakeRasWatcher(options, node_name, client);
+  } catch (const core::InputError& e) {
+    return PublishUsageError(e.what());
+  }
+  publisher_options.ras_reads = ras_watcher != nullptr;
 
   std::atomic<bool> any_timed_out{false};
   const std::vector<std::string> checks = options.checks;
@@ -254,8 +289,11 @@ int RunProbePublish(const ProbeCommandOptions& options) {
     } else {
       std::thread peers;
       if (peer_runner) peers = std::thread([&] { peer_runner->Run(stop); });
+      std::thread ras;
+      if (ras_watcher) ras = std::thread([&] { ras_watcher->Run(stop); });
       publisher.Run(stop);
       if (peers.joinable()) peers.join();
+      if (ras.joinable()) ras.join();
     }
     if (metrics_server) metrics_server->Shutdown();
   }

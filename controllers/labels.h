@@ -13,6 +13,9 @@ using core::Json;
 // The ncclguard.io names are core/contract.h's. Set by the controller on the Services it creates:
 inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-by";
 inline constexpr std::string_view kManagedByValue = "ncclguard";
+// Set by Kubeflow's training and MPI operators on a job's pods: the pod's replica type, lower-cased
+// ("master", "worker", "launcher").
+inline constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
 
 std::optional<std::string> Label(const Json& object, std::string_view key);
 std::optional<std::string> Annotation(const Json& object, std::string_view key);

@@ -9,6 +9,7 @@
 #include "controllers/gate.h"
 #include "controllers/json_fields.h"
 #include "controllers/labels.h"
+#include "controllers/nccl_health.h"
 #include "controllers/rendezvous_service.h"
 #include "core/catalog.h"
 #include "core/contract.h"
@@ -284,6 +285,15 @@ class JobReconcile {
     Event("Warning", std::string(kWouldHold), "Audit", message);
   }
 
+  ObjectRef PodRef(const Json& pod) const {
+    return ObjectRef{.api_version = "v1",
+                     .kind = "Pod",
+                     .namespace_ = key_.namespace_,
+                     .name = Meta(pod, "name"),
+                     .uid = Meta(pod, "uid"),
+                     .resource = "pods"};
+  }
+
   // Removes the pod-level gate (core/gate.h) from each of the job's pods that has it. The patch
   // carries the pod's resourceVersion: scheduling gates can only be removed, and a stale list
   // would put back one another controller lifted meanwhile (a Conflict reads again).
@@ -296,13 +306,7 @@ class JobReconcile {
       if (!Meta(pod, "resourceVersion").empty()) {
         patch["metadata"]["resourceVersion"] = Meta(pod, "resourceVersion");
       }
-      pod_releases_.push_back(MergePatch{ObjectRef{.api_version = "v1",
-                                                   .kind = "Pod",
-                                                   .namespace_ = key_.namespace_,
-                                                   .name = Meta(pod, "name"),
-                                                   .uid = Meta(pod, "uid"),
-                                                   .resource = "pods"},
-                                         false, std::move(patch)});
+      pod_releases_.push_back(MergePatch{PodRef(pod), false, std::move(patch)});
     }
   }
 
@@ -372,6 +376,7 @@ class JobReconcile {
     SetTransport(digests);
     const DiagnosisContext context{job_, pods, events, validations, held, &log_findings};
     const std::vector<DiagnosisFinding> findings = Diagnose(context);
+    if (held == nullptr) ReadRasHealth(pods, validations, findings);
 
     for (const DiagnosisFinding& f : findings) {
       const DiagnosisInfo& d = f.diagnosis->Info();
@@ -410,6 +415,45 @@ class JobReconcile {
       SetCondition({std::string(core::kDiagnosisCondition), "False", "Resolved",
                     "enough validated nodes; the ncclguard gate released the job", std::nullopt});
     }
+  }
+
+  // NCCL's RAS (guide section 9): one running pod of the job carries the reader label, which the
+  // probe on its node queries; NcclHealth says what the probe last read there.
+  void ReadRasHealth(const std::vector<Json>& pods,
+                     const std::map<std::string, Json, std::less<>>& validations,
+                     const std::vector<DiagnosisFinding>& findings) {
+    const auto runs_ranks = [this](const Json& pod) {
+      return core::RunsRanks(info_, Label(pod, kReplicaTypeLabel).value_or(""));
+    };
+    const std::optional<std::string> reader =
+        policy_.ras_reads ? PickRasReader(pods, runs_ranks) : std::nullopt;
+    const Json* labelled = nullptr;
+    for (const Json& pod : pods) {
+      const bool marked = Label(pod, core::kRasReaderLabel) == std::string("true");
+      const bool wanted = reader && Meta(pod, "name") == *reader;
+      if (marked && wanted) labelled = &pod;
+      if (marked == wanted) continue;
+      Json labels{{std::string(core::kRasReaderLabel), wanted ? Json("true") : Json(nullptr)}};
+      pod_releases_.push_back(
+          MergePatch{PodRef(pod), false, Json{{"metadata", {{"labels", std::move(labels)}}}}});
+    }
+    if (labelled == nullptr) return;
+    std::vector<std::string> views;
+    for (const DiagnosisFinding& f : findings) {
+      for (const std::string& line : f.lines)
+        views.push_back(std::string(f.diagnosis->Info().id) + ": " + line);
+    }
+    auto wanted =
+        NcclHealthCondition(pods, *labelled, validations, Link(policy_, "nccl-ras"), views);
+    if (!wanted) return;
+    const auto current = FindCondition(working_, core::kHealthCondition);
+    const bool changed =
+        !current || current->status != wanted->status || current->reason != wanted->reason;
+    if (changed && wanted->status != "Unknown") {
+      Event(wanted->status == "True" ? "Normal" : "Warning", wanted->reason, "ReadRas",
+            wanted->message);
+    }
+    SetCondition(*wanted);
   }
 
   // NcclTransport from what the pods' logs said: Socket when any container uses sockets (the job

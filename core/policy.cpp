@@ -316,7 +316,7 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
   }
   CheckKeys(spec, "spec",
             {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType",
-             "instanceTypes", "rules", "gate", "rendezvousPort", "mode", "audit"});
+             "instanceTypes", "rules", "gate", "rendezvousPort", "rasReads", "mode", "audit"});
   Policy policy = base;
   try {
     if (spec["guideBaseURL"]) {
@@ -387,6 +387,9 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
       if (policy.rendezvous_port < 1 || policy.rendezvous_port > 65535) {
         throw PolicyError("spec.rendezvousPort: must be between 1 and 65535");
       }
+    }
+    if (spec["rasReads"]) {
+      policy.ras_reads = Scalar<bool>(spec["rasReads"], "spec.rasReads", "true or false");
     }
   } catch (const YAML::Exception& e) {
     throw PolicyError(std::string("reading policy: ") + e.what());

@@ -112,6 +112,9 @@ struct Policy {
   std::map<std::string, RuleOverride, std::less<>> rules;
   GatePolicy gate;
   int rendezvous_port = 29500;
+  // Whether the controller marks one pod of each running job as its RAS reader, which the probe
+  // on that pod's node queries (core/ras.h): false stops NCCL's RAS from being read at all.
+  bool ras_reads = true;
   // The cluster's mode; a namespace's ncclguard.io/mode label overrides it (ModeIn).
   Mode mode = Mode::Enforce;
   AuditPolicy audit;

@@ -175,6 +175,7 @@ class TextReport {
     }
     if (text == "No communicator data collected!") {
       comms_seen_ = true;
+      no_comms_ = true;
       return;
     }
     if (in_groups_) {
@@ -191,7 +192,11 @@ class TextReport {
   RasReport Finish(bool cut) {
     EndMismatch();
     // Every report ends with its communicators' table (or says it has none).
-    report_.truncated = cut || !comms_seen_;
+    report_.truncated = cut || !comms_seen_ || (!warnings_seen_ && !no_comms_);
+    report_.dead_count =
+        std::max<std::int64_t>(report_.dead_count, static_cast<std::int64_t>(report_.dead.size()));
+    report_.unresponsive_count = std::max<std::int64_t>(
+        report_.unresponsive_count, static_cast<std::int64_t>(report_.unresponsive.size()));
     // A dead process is also missing from its communicators: its rank lines there say which
     // ranks it ran (2.26 and later).
     for (RasProcess& dead : report_.dead) {
@@ -251,6 +256,7 @@ class TextReport {
   void Header(std::string_view text) {
     EndMismatch();
     block_ = Block::None;
+    if (text == "Warnings") warnings_seen_ = true;
     if (text == "INCOMPLETE") {
       block_ = Block::JobIncomplete;
     } else if (text == "DEAD") {
@@ -276,9 +282,20 @@ class TextReport {
     switch (block_) {
       case Block::JobIncomplete:
       case Block::MissingProcesses:
-        if (auto p = ParseProcessLine(text)) AddBounded(report_.unresponsive, std::move(*p));
+        if (auto p = ParseProcessLine(text)) {
+          AddBounded(report_.unresponsive, std::move(*p));
+        } else if (std::string_view rest = text; Take(rest, "Missing communicator data from ")) {
+          if (auto n = TakeInt(rest)) {
+            report_.unresponsive_count = std::max(report_.unresponsive_count, *n);
+          }
+        }
         return;
       case Block::Dead:
+        if (std::string_view rest = text; !StartsWith(text, "Process ")) {
+          if (auto n = TakeInt(rest); n && rest.find("considered dead") != std::string_view::npos) {
+            report_.dead_count = std::max(report_.dead_count, *n);
+          }
+        }
         if (auto p = ParseProcessLine(text)) {
           p->detail = "considered dead";
           AddBounded(report_.dead, std::move(*p));
@@ -307,6 +324,12 @@ class TextReport {
 
   void CommIncomplete(std::string_view text) {
     std::string_view rest = text;
+    if (Take(rest, "Missing communicator data from ")) {
+      if (auto n = TakeInt(rest)) {
+        report_.unresponsive_count = std::max(report_.unresponsive_count, *n);
+      }
+      return;
+    }
     if (Take(rest, "The missing rank")) {  // 2.24, 2.25: "The missing ranks: 3,5"
       rest.remove_prefix(std::min(rest.find(':') + 1, rest.size()));
       for (std::size_t n = 0; n < kMaxRasEntries; ++n) {
@@ -413,6 +436,8 @@ class TextReport {
   bool expect_summary_ = false;
   bool in_groups_ = false;
   bool comms_seen_ = false;
+  bool no_comms_ = false;
+  bool warnings_seen_ = false;  // NCCL prints the Warnings header last, always
   std::optional<RasMismatch> mismatch_;
   std::vector<std::pair<std::int64_t, RasProcess>> ranks_;  // the mismatch's named ranks
   std::int64_t group_op_ = 0;
@@ -701,6 +726,17 @@ struct RasReader::State {
         mode = Mode::Skip;
         return;
       } else {
+        // NCCL 2.28.7 to 2.28.9 print a missing rank's "nvml_dev" without the comma before its
+        // "status": a member that starts a line after a value gets its comma back (in valid JSON
+        // a line that starts with a string follows a comma, a brace, a bracket or a colon).
+        const std::string_view trimmed_line = Trim(line_text);
+        if (!trimmed_line.empty() && trimmed_line.front() == '"') {
+          const std::size_t last = json.find_last_not_of(" \t\r\n");
+          if (last != std::string::npos && json[last] != ',' && json[last] != '{' &&
+              json[last] != '[' && json[last] != ':') {
+            json.insert(last + 1, ",");
+          }
+        }
         json.append(line_text);
         json.push_back('\n');
       }
@@ -816,11 +852,15 @@ std::string Groups(const RasMismatch& m) {
 
 RasVerdict JudgeRas(const RasReport& report, const RasReport* previous) {
   RasVerdict verdict;
-  if (!report.dead.empty()) {
+  const std::size_t dead = std::max(
+      report.dead.size(), static_cast<std::size_t>(std::max<std::int64_t>(report.dead_count, 0)));
+  if (dead > 0) {
     verdict.health = RasHealth::ProcessDead;
     verdict.ranks = Head(report.dead);
-    verdict.summary = "NCCL's RAS considers " + Plural(report.dead.size(), "process", "processes") +
-                      " dead (unreachable over the RAS network): " + DescribeAll(report.dead);
+    verdict.summary = "NCCL's RAS considers " + Plural(dead, "process", "processes") +
+                      " dead (unreachable over the RAS network)" +
+                      (report.dead.empty() ? std::string(" (not named: ask VERBOSE STATUS)")
+                                           : ": " + DescribeAll(report.dead));
     return verdict;
   }
   if (!report.errors.empty()) {
@@ -849,13 +889,17 @@ RasVerdict JudgeRas(const RasReport& report, const RasReport* previous) {
     if (!m.behind.empty()) verdict.summary += "; behind: " + DescribeAll(m.behind);
     return verdict;
   }
-  if (!report.unresponsive.empty()) {
+  const std::size_t unresponsive =
+      std::max(report.unresponsive.size(),
+               static_cast<std::size_t>(std::max<std::int64_t>(report.unresponsive_count, 0)));
+  if (unresponsive > 0) {
     verdict.health = RasHealth::RankUnresponsive;
     verdict.ranks = Head(report.unresponsive);
-    verdict.summary =
-        "NCCL's RAS got no data from " +
-        Plural(report.unresponsive.size(), "process or rank", "processes or ranks") +
-        " (unresponsive, not yet considered dead): " + DescribeAll(report.unresponsive);
+    verdict.summary = "NCCL's RAS got no data from " +
+                      Plural(unresponsive, "process or rank", "processes or ranks") +
+                      " (unresponsive, not yet considered dead)" +
+                      (report.unresponsive.empty() ? std::string(" (not named: ask VERBOSE STATUS)")
+                                                   : ": " + DescribeAll(report.unresponsive));
     return verdict;
   }
   verdict.straggler = !report.mismatches.empty();

@@ -35,8 +35,8 @@ struct RasProcess {
   std::string node;          // the process's bootstrap address (in Kubernetes its pod's IP)
   std::string communicator;  // the communicator's hash, 16 hex digits ("27a079b828ff1a75"), "" for
                              // a job-wide line (the "#0-0" before it is not stable across reports)
-  std::string detail;  // what RAS says of it: "considered dead", "launched up to operation
-                       // 6649 of AllReduce", "reported ncclSystemError"
+  std::string detail;        // what RAS says of it: "considered dead", "launched up to operation
+                             // 6649 of AllReduce", "reported ncclSystemError"
   friend bool operator==(const RasProcess&, const RasProcess&) = default;
 };
 
@@ -64,10 +64,15 @@ struct RasReport {
   std::vector<RasProcess> unresponsive;  // INCOMPLETE: processes and ranks that sent no data
   std::vector<RasProcess> errors;        // ERROR: ranks that reported an init or async error
   std::vector<RasMismatch> mismatches;   // MISMATCH of collective counts
-  std::int64_t timeouts = 0;             // TIMEOUT: communication timeouts while gathering
-  bool truncated = false;  // cut at kMaxRasReportBytes, or ended before the report did
+  // How many processes DEAD and INCOMPLETE count ("1 job process is considered dead", "Missing
+  // communicator data from 12 job processes"): STATUS names them only when they are few.
+  std::int64_t dead_count = 0;
+  std::int64_t unresponsive_count = 0;
+  std::int64_t timeouts = 0;  // TIMEOUT: communication timeouts while gathering
+  bool truncated = false;     // cut at kMaxRasReportBytes, or ended before the report did
   bool empty() const {
-    return dead.empty() && unresponsive.empty() && errors.empty() && mismatches.empty();
+    return dead.empty() && unresponsive.empty() && errors.empty() && mismatches.empty() &&
+           dead_count == 0 && unresponsive_count == 0;
   }
 };
 

@@ -9,6 +9,7 @@
 #include "log/log.h"
 #include "probes/netns.h"
 #include "probes/peer_tcp.h"
+#include "probes/report.h"
 
 namespace ncclguard::probes {
 namespace {
@@ -20,20 +21,6 @@ std::string Field(const core::Json& object, const char* outer, const char* key) 
   if (parent == object.end() || !parent->is_object()) return "";
   const auto value = parent->find(key);
   return value != parent->end() && value->is_string() ? value->get<std::string>() : "";
-}
-
-// "2026-12-07T16:00:00Z" (what the probe writes as lastProbeTime); nullopt for anything else.
-std::optional<Clock::time_point> ParseProbeTime(const std::string& text) {
-  std::tm tm{};
-  char zulu = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &zulu) != 7 ||
-      zulu != 'Z') {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return Clock::from_time_t(timegm(&tm));
 }
 
 std::string PortList(const std::vector<std::uint16_t>& ports) {
@@ -164,7 +151,7 @@ PeerRunner::Group PeerRunner::ReadGroup() {
     const std::string name = Field(validation, "metadata", "name");
     if (name.empty() || name == options_.node_name) continue;
     if (Field(validation, "status", "instanceType") != type) continue;
-    const auto seen = ParseProbeTime(Field(validation, "status", "lastProbeTime"));
+    const auto seen = ParseRfc3339(Field(validation, "status", "lastProbeTime"));
     if (!seen || now - *seen > options_.member_ttl) continue;
     auto block = core::PeerBlockOf(validation);
     if (!block || block->address.empty()) continue;

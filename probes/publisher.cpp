@@ -74,6 +74,7 @@ void NodePublisher::Publish(const ProbeReport& report, const std::string& reques
   // A merge patch replaces status wholesale (checks is a list): no resourceVersion, no conflict.
   Json status = NodeValidationStatus(named);
   if (!options_.peer_checks) status["peer"] = nullptr;
+  if (!options_.ras_reads) status["ras"] = nullptr;
   client_->PatchStatus(validation, kube::PatchType::kMerge, Json{{"status", std::move(status)}},
                        write);
 

@@ -43,6 +43,9 @@ struct PublisherOptions {
   // Whether this probe runs the checks between nodes (probes/peer_round.h). Without them each
   // report removes a former status.peer, so that the peers stop counting on this node.
   bool peer_checks = false;
+  // Whether this probe reads NCCL's RAS (probes/ras_watch.h). Without it each report removes a
+  // former status.ras.
+  bool ras_reads = false;
 };
 
 struct PublisherStats {

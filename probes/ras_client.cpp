@@ -552,21 +552,21 @@ class RasSession {
 std::string_view RasAnswerStatusName(RasAnswerStatus status) {
   switch (status) {
     case RasAnswerStatus::Answered:
-      return "answered";
+      return "Answered";
     case RasAnswerStatus::Refused:
-      return "refused";
+      return "Refused";
     case RasAnswerStatus::TimedOut:
-      return "timed-out";
+      return "TimedOut";
     case RasAnswerStatus::ProtocolError:
-      return "protocol-error";
+      return "ProtocolError";
     case RasAnswerStatus::TooLarge:
-      return "too-large";
+      return "TooLarge";
     case RasAnswerStatus::NamespaceError:
-      return "namespace-error";
+      return "NamespaceError";
     case RasAnswerStatus::SocketError:
-      return "socket-error";
+      return "SocketError";
   }
-  return "socket-error";
+  return "SocketError";
 }
 
 std::vector<RasAnswer> QueryRas(const std::vector<RasQuery>& queries,

@@ -54,7 +54,7 @@ enum class RasAnswerStatus {
   NamespaceError,  // the network namespace could not be entered
   SocketError,     // anything else between here and the server; a host that is not an address
 };
-std::string_view RasAnswerStatusName(RasAnswerStatus status);  // "answered", "refused", ...
+std::string_view RasAnswerStatusName(RasAnswerStatus status);  // "Answered", "Refused", ...
 
 struct RasAnswer {
   RasAnswerStatus status = RasAnswerStatus::TimedOut;

@@ -1,6 +1,7 @@
 #include "probes/report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <sstream>
 
@@ -45,6 +46,19 @@ std::string Rfc3339(std::chrono::system_clock::time_point time) {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return buffer;
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text) {
+  std::tm tm{};
+  char zulu = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &zulu) != 7 ||
+      zulu != 'Z') {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
 core::Json CheckResultJson(const CheckResult& result) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ ProbeReport RunProbe(const std::shared_ptr<ProbeContext>& context,
 
 // 2026-12-02T14:05:09Z
 std::string Rfc3339(std::chrono::system_clock::time_point time);
+// "2026-12-07T16:00:00Z" (what Rfc3339 writes, and the API server's times); nullopt for anything
+// else.
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text);
 
 core::Json CheckResultJson(const CheckResult& result);
 core::Json ReportJson(const ProbeReport& report);

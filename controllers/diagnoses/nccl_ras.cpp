@@ -118,7 +118,8 @@ class RasReportLog final : public LogMatcher {
         const std::string version = reports[i].nccl_version.empty()
                                         ? std::string()
                                         : " (NCCL " + reports[i].nccl_version + ")";
-        LogFinding finding{id, source,
+        LogFinding finding{id,
+                           source,
                            scan.Sources()[source].name + ", " + where + version + ": " +
                                BoundedSummary(verdict.summary),
                            {}};

@@ -505,13 +505,13 @@ TEST(RasClient, ANamespaceThatCannotBeEnteredIsANamespaceError) {
 }
 
 TEST(RasClient, StatusesHaveNames) {
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::Answered), "answered");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::Refused), "refused");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::TimedOut), "timed-out");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::ProtocolError), "protocol-error");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::TooLarge), "too-large");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::NamespaceError), "namespace-error");
-  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::SocketError), "socket-error");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::Answered), "Answered");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::Refused), "Refused");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::TimedOut), "TimedOut");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::ProtocolError), "ProtocolError");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::TooLarge), "TooLarge");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::NamespaceError), "NamespaceError");
+  EXPECT_EQ(probes::RasAnswerStatusName(RasAnswerStatus::SocketError), "SocketError");
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+// The probe's reading of NCCL's RAS (guide section 9; core/ras.h) while jobs run: every
+// interval, the pods on this node that the controller marked as their job's RAS reader
+// (core::kRasReaderLabel, one pod a job) are queried at once, each from inside its own network
+// namespace (RAS stays bound to the pod's localhost; nothing new is exposed on the pod network),
+// each report judged against the one read before from the same pod, and what changed written to
+// this node's NodeValidation as status.ras, which the controller turns into the job's NcclHealth
+// condition.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/ras.h"
+#include "kube/client.h"
+#include "kube/stop_token.h"
+#include "probes/ras_client.h"
+
+namespace ncclguard::probes {
+
+struct RasWatchOptions {
+  std::chrono::milliseconds period{60'000};
+  // One round's queries all end by then (RAS is told TIMEOUT of this less a second).
+  std::chrono::milliseconds timeout{10'000};
+  // A pod is not queried before its containers have run this long, unless one of its earlier
+  // answers said NCCL 2.27.3 or later: a query during communicator initialisation could crash
+  // NCCL before 2.27.3.
+  std::chrono::milliseconds init_grace{120'000};
+  // The host's /proc, where the pods' processes and their network namespaces are found.
+  std::string proc_root = "/host/proc";
+  std::function<std::chrono::system_clock::time_point()> clock = std::chrono::system_clock::now;
+};
+
+// The cluster side: the reader pods on this node, and this node's status.ras.
+class RasDirectory {
+ public:
+  virtual ~RasDirectory() = default;
+  virtual std::vector<core::Json> ReaderPods() = 0;
+  virtual void Publish(const core::Json& ras) = 0;
+};
+
+class KubeRasDirectory final : public RasDirectory {
+ public:
+  KubeRasDirectory(std::shared_ptr<kube::Client> client, std::string node_name,
+                   std::string field_manager = "ncclguard-probe");
+  std::vector<core::Json> ReaderPods() override;
+  void Publish(const core::Json& ras) override;
+
+ private:
+  std::shared_ptr<kube::Client> client_;
+  std::string node_name_;
+  std::string field_manager_;
+};
+
+// Where a pod's RAS is reached: NCCL_RAS_ADDR from its containers' env (host:port; the default
+// localhost:28028), and whether NCCL_RAS_ENABLE=0 turned it off. Only literal env values are
+// read.
+struct RasEndpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 28028;
+  bool disabled = false;
+};
+RasEndpoint RasEndpointOf(const core::Json& pod);
+
+// The /proc/PID/ns/net of a process of each pod (by its UID, found in the process's cgroup path:
+// "pod<uid>" with the cgroupfs driver, "pod<uid_with_underscores>" with systemd's), one pass
+// over `proc_root`; pods without a process there are absent.
+std::map<std::string, std::string> PodNetworkNamespaces(const std::string& proc_root,
+                                                        const std::vector<std::string>& uids);
+
+// What one round saw of one pod, as written under status.ras.pods[].
+struct RasPodStanding {
+  std::string namespace_;
+  std::string pod;
+  std::string uid;
+  std::string answer;  // RasAnswerStatusName, or "Waiting" (init grace), "Disabled", "NoProcess",
+                       // "Unreadable" (answered, no report in it)
+  std::optional<core::RasVerdict> verdict;
+  std::string nccl_version;
+  std::string message;  // for an answer other than Answered: why
+};
+core::Json RasPodJson(const RasPodStanding& standing, const std::string& since);
+
+class RasWatcher {
+ public:
+  using Query = std::function<std::vector<RasAnswer>(const std::vector<RasQuery>&,
+                                                     std::chrono::milliseconds)>;
+  RasWatcher(RasWatchOptions options, std::shared_ptr<RasDirectory> directory,
+             Query query = DefaultQuery);
+
+  static std::vector<RasAnswer> DefaultQuery(const std::vector<RasQuery>& queries,
+                                             std::chrono::milliseconds deadline) {
+    return QueryRas(queries, deadline);
+  }
+  // One round: list, query, judge, publish on change. Returns what it saw.
+  std::vector<RasPodStanding> Round();
+  // Rounds every period until stopped.
+  void Run(const kube::StopToken& stop);
+
+ private:
+  struct Memory {
+    std::optional<core::RasReport> last;  // the previous report, for a stuck collective
+    bool nccl_new_enough = false;         // an answer said 2.27.3 or later
+    std::string key;                      // what was published of it, less `since`
+    std::string since;                    // when that last changed
+  };
+  RasWatchOptions options_;
+  std::shared_ptr<RasDirectory> directory_;
+  Query query_;
+  std::map<std::string, Memory> memory_;  // by pod UID
+  std::optional<core::Json> published_;
+};
+
+// Whether `version` ("2.27.3") is 2.27.3 or later: queries during initialisation are safe.
+bool RasQuerySafeDuringInit(const std::string& version);
+
+}  // namespace ncclguard::probes
