@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -163,7 +164,8 @@ std::unique_ptr<probes::PeerRunner> MakePeerRunner(const ProbeCommandOptions& op
 // The RAS reads (probes/ras_watch.h), or nullptr without --ras-period.
 std::unique_ptr<probes::RasWatcher> MakeRasWatcher(const ProbeCommandOptions& options,
                                                    const std::string& node_name,
-                                                   std::shared_ptr<kube::Client> client) {
+                                                   std::shared_ptr<kube::Client> client,
+                                                   std::shared_ptr<probes::ProbeMetrics> metrics) {
   if (options.ras_period.empty() || options.ras_period == "0") return nullptr;
   probes::RasWatchOptions ras;
   try {
@@ -182,6 +184,17 @@ std::unique_ptr<probes::RasWatcher> MakeRasWatcher(const ProbeCommandOptions& op
   ras.proc_root = options.ras_proc_root.empty()
                       ? (std::filesystem::path(options.host_root) / "proc").string()
                       : options.ras_proc_root;
+  if (metrics) {
+    ras.on_round = [metrics](const std::vector<probes::RasPodStanding>& standings, double seconds) {
+      std::map<std::string, int> answers;
+      std::map<std::string, int> health;
+      for (const probes::RasPodStanding& s : standings) {
+        ++answers[s.answer];
+        ++health[s.verdict ? std::string(core::RasHealthName(s.verdict->health)) : "NotRead"];
+      }
+      metrics->RecordRasRound(seconds, answers, health);
+    };
+  }
   return std::make_unique<probes::RasWatcher>(
       ras, std::make_shared<probes::KubeRasDirectory>(std::move(client), node_name));
 }
@@ -236,7 +249,7 @@ int RunProbePublish(const ProbeCommandOptions& options) {
   publisher_options.peer_checks = peer_runner != nullptr;
   std::unique_ptr<probes::RasWatcher> ras_watcher;
   try {
-    ras_watcher = MakeRasWatcher(options, node_name, client);
+    ras_watcher = MakeRasWatcher(options, node_name, client, publisher_options.metrics);
   } catch (const core::InputError& e) {
     return PublishUsageError(e.what());
   }

@@ -140,6 +140,25 @@ prometheus::MetricFamily HeldJobsFamily(const std::map<core::WorkloadKind, EachO
   return held.Family();
 }
 
+prometheus::MetricFamily NcclHealthFamily(const std::map<core::WorkloadKind, EachObject>& jobs) {
+  Tally health("ncclguard_job_nccl_health",
+               "Jobs by the reason of their NcclHealth condition: what NCCL's RAS said when the "
+               "probe last read them (Healthy, ProcessDead, RankError, CollectiveStuck, "
+               "RankUnresponsive; RasWaiting, RasDisabled, RasUnanswered while not read).",
+               {"kind", "namespace", "reason"});
+  for (const auto& [kind, each] : jobs) {
+    const std::string kind_name(core::KindInfoOf(kind).kind_name);
+    each([&](const Json& job) {
+      if (!job.is_object()) return;
+      const auto condition = controllers::FindCondition(job, core::kHealthCondition);
+      if (!condition) return;
+      health.Add({kind_name, controllers::Meta(job, "namespace"),
+                  IsReason(condition->reason) ? condition->reason : "Unknown"});
+    });
+  }
+  return health.Family();
+}
+
 void WriteNodeCheckStatus(const EachObject& validations, std::string& out) {
   metrics::TextFamily family("ncclguard_node_check_status",
                              "1 for each node check of each NodeValidation, labelled with its "

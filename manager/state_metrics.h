@@ -62,6 +62,10 @@ FindObject FindByName(const std::vector<kube::CachedObject>& objects);
 // look). No series for a count of 0.
 prometheus::MetricFamily HeldJobsFamily(const std::map<core::WorkloadKind, EachObject>& jobs);
 
+// ncclguard_job_nccl_health{namespace, kind, reason}: jobs with an NcclHealth condition (what
+// NCCL's RAS said when the probe last read them), by its reason. No series for a count of 0.
+prometheus::MetricFamily NcclHealthFamily(const std::map<core::WorkloadKind, EachObject>& jobs);
+
 // ncclguard_node_check_status{node, check, status} = 1 for each check of each NodeValidation
 // (status Pass, Warn, Fail or Skip; an entry without a readable id and status is left out, and
 // a node's second entry of one check id too).

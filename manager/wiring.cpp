@@ -379,6 +379,7 @@ ControllerModule DeclareTrainingJobs() {
         jobs.emplace(info.kind, EachIn(caches.Job(info.kind)));
       }
       out.push_back(HeldJobsFamily(jobs));
+      out.push_back(NcclHealthFamily(jobs));
     });
   };
   return module;

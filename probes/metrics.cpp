@@ -71,7 +71,22 @@ ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
       peer_standing_(ProbeGaugeFamily(
           registry, "ncclguard_probe_peer_standing",
           "1 for this node's standing after the last round of tests between nodes (reachable, "
-          "unreachable, pair-fault, undecided, untested).")) {
+          "unreachable, pair-fault, undecided, untested).")),
+      ras_reads_(prometheus::BuildCounter()
+                     .Name("ncclguard_probe_ras_reads_total")
+                     .Help("RAS reads of the reader pods on this node, one a pod a round, by "
+                           "answer (Answered, Refused, TimedOut, ProtocolError, TooLarge, "
+                           "NamespaceError, SocketError; Waiting, Disabled, NoProcess, "
+                           "Unreadable: not queried or no report).")
+                     .Register(registry)),
+      ras_round_duration_(ProbeGaugeFamily(registry, "ncclguard_probe_ras_round_duration_seconds",
+                                           "How long the last round of RAS reads took.")
+                              .Add({})),
+      ras_pods_(ProbeGaugeFamily(registry, "ncclguard_probe_ras_pods",
+                                 "The RAS reader pods on this node after the last round, by the "
+                                 "health RAS reported (Healthy, ProcessDead, RankError, "
+                                 "CollectiveStuck, RankUnresponsive; NotRead).")) {
+  ras_reads_.Add({{"answer", "Answered"}});
   for (const std::string_view tier : kPeerTiers) {
     peer_test_duration_.Add({{"tier", std::string(tier)}}, PeerTestBuckets());
     for (const std::string_view pass : kPeerPasses) {
@@ -169,6 +184,28 @@ void ProbeMetrics::RecordPeerRound(double seconds, std::chrono::system_clock::ti
   SetStandingLocked(standing);
   peer_round_duration_.Set(seconds);
   peer_last_round_.Set(UnixSeconds(finished));
+}
+
+void ProbeMetrics::RecordRasRound(double seconds, const std::map<std::string, int>& answers,
+                                  const std::map<std::string, int>& health) {
+  const std::lock_guard lock(mutex_);
+  ras_round_duration_.Set(seconds);
+  for (const auto& [answer, count] : answers) {
+    ras_reads_.Add({{"answer", answer}}).Increment(count);
+  }
+  for (auto it = ras_pod_series_.begin(); it != ras_pod_series_.end();) {
+    if (health.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    ras_pods_.Remove(it->second);
+    it = ras_pod_series_.erase(it);
+  }
+  for (const auto& [name, count] : health) {
+    auto& series = ras_pod_series_[name];
+    if (series == nullptr) series = &ras_pods_.Add({{"health", name}});
+    series->Set(count);
+  }
 }
 
 }  // namespace ncclguard::probes

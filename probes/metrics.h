@@ -48,6 +48,13 @@ class ProbeMetrics {
   void RecordPeerRound(double seconds, std::chrono::system_clock::time_point finished,
                        std::string_view standing);
 
+  // A finished round of RAS reads (probes/ras_watch.h): how long it took, each reader pod's
+  // answer ("Answered", "TimedOut", "Waiting", ...) counted, and the reader pods by the health
+  // RAS reported ("NotRead" for those it did not answer for). The former round's health series
+  // go.
+  void RecordRasRound(double seconds, const std::map<std::string, int>& answers,
+                      const std::map<std::string, int>& health);
+
   // The buckets of ncclguard_probe_peer_test_duration_seconds: a test on a LAN takes a
   // millisecond or two, one that times out its --timeout (2 s by default).
   static prometheus::Histogram::BucketBoundaries PeerTestBuckets();
@@ -72,6 +79,10 @@ class ProbeMetrics {
   prometheus::Gauge& peer_round_duration_;
   prometheus::Gauge& peer_last_round_;
   prometheus::Family<prometheus::Gauge>& peer_standing_;
+  prometheus::Family<prometheus::Counter>& ras_reads_;
+  prometheus::Gauge& ras_round_duration_;
+  prometheus::Family<prometheus::Gauge>& ras_pods_;
+  std::map<std::string, prometheus::Gauge*> ras_pod_series_;
 
   std::mutex mutex_;  // what follows: the series made so far, to remove when they change
   std::map<std::string, CheckSeries, std::less<>> checks_;

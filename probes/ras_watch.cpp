@@ -311,8 +311,11 @@ std::vector<RasPodStanding> RasWatcher::Round() {
 void RasWatcher::Run(const kube::StopToken& stop) {
   while (!stop.stopped()) {
     const auto started = std::chrono::steady_clock::now();
-    Round();
+    const std::vector<RasPodStanding> standings = Round();
     const auto spent = std::chrono::steady_clock::now() - started;
+    if (options_.on_round) {
+      options_.on_round(standings, std::chrono::duration<double>(spent).count());
+    }
     if (stop.WaitFor(std::max<std::chrono::steady_clock::duration>(
             options_.period - spent, std::chrono::milliseconds(100)))) {
       return;

@@ -23,6 +23,8 @@
 
 namespace ncclguard::probes {
 
+struct RasPodStanding;
+
 struct RasWatchOptions {
   std::chrono::milliseconds period{60'000};
   // One round's queries all end by then (RAS is told TIMEOUT of this less a second).
@@ -34,6 +36,8 @@ struct RasWatchOptions {
   // The host's /proc, where the pods' processes and their network namespaces are found.
   std::string proc_root = "/host/proc";
   std::function<std::chrono::system_clock::time_point()> clock = std::chrono::system_clock::now;
+  // After each round: what it saw and how long it took (the probe's metrics).
+  std::function<void(const std::vector<RasPodStanding>&, double seconds)> on_round;
 };
 
 // The cluster side: the reader pods on this node, and this node's status.ras.

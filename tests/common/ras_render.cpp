@@ -22,7 +22,7 @@
 #include <stdexcept>
 #include <tuple>
 
-namespace ncclguard::testing {
+namespace ncclguard::ras_fake {
 namespace {
 
 // NCCL's ncclResult_t values RAS tells apart.
@@ -1066,4 +1066,4 @@ RasScenario ParseRasScenario(std::string_view text) {
   return scenario;
 }
 
-}  // namespace ncclguard::testing
+}  // namespace ncclguard::ras_fake

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ncclguard::testing {
+namespace ncclguard::ras_fake {
 
 // The collectives NCCL counts per rank, in its order (ncclFunc_t).
 inline constexpr std::array<std::string_view, 5> kRasCollectives = {
@@ -71,4 +71,4 @@ bool RasVersionHasJson(std::string_view version);
 // Throws std::invalid_argument with the path of a wrong field.
 RasScenario ParseRasScenario(std::string_view json);
 
-}  // namespace ncclguard::testing
+}  // namespace ncclguard::ras_fake

@@ -41,6 +41,10 @@ def gauge_value(name, target, labels, t, start):
     if name in ("ncclguard_probe_last_run_timestamp_seconds",
                 "ncclguard_probe_peer_last_round_timestamp_seconds"):
         return t - (t % 300)
+    if name == "ncclguard_probe_ras_round_duration_seconds":
+        return 0.02 + (minutes % 5) / 100
+    if name == "ncclguard_job_nccl_health":
+        return 3 if labels["reason"] == "Healthy" else 1
     if name == "ncclguard_probe_peer_round_duration_seconds":
         return 2.5 + (minutes % 5) / 10
     if name == "ncclguard_probe_check_duration_seconds":

@@ -111,6 +111,9 @@ METRICS = {
         {"diagnosis": "efa-tcp-fallback"}, {"diagnosis": "nccl-watchdog-timeout"}, {"diagnosis": "container-oom-killed"}])),
     "ncclguard_pod_log_reads_total": ("counter", _leader([{"result": "read"}, {"result": "rate_limited"}])),
     "ncclguard_job_transports_total": ("counter", _leader([{"transport": "EFA"}, {"transport": "Socket"}])),
+    "ncclguard_job_nccl_health": ("gauge", _leader([
+        {"namespace": "ml", "kind": "PyTorchJob", "reason": "Healthy"},
+        {"namespace": "ml", "kind": "PyTorchJob", "reason": "CollectiveStuck"}])),
     # The background audit (on the leader; a standby reports zeros).
     "ncclguard_audit_results": ("gauge", _leader([{"result": "pass"}, {"result": "warn"}, {"result": "fail"}])),
     "ncclguard_audit_findings": ("gauge", _leader([{"rule": "efa-resources-missing"}, {"rule": "ipc-lock-missing"},
@@ -134,6 +137,9 @@ METRICS = {
     "ncclguard_probe_peer_round_duration_seconds": ("gauge", _probes(lambda t: [{}])),
     "ncclguard_probe_peer_last_round_timestamp_seconds": ("gauge", _probes(lambda t: [{}])),
     "ncclguard_probe_peer_standing": ("gauge", _probes(lambda t: [{"standing": "reachable"}])),
+    "ncclguard_probe_ras_reads_total": ("counter", _probes(lambda t: [{"answer": "Answered"}, {"answer": "TimedOut"}])),
+    "ncclguard_probe_ras_round_duration_seconds": ("gauge", _probes(lambda t: [{}])),
+    "ncclguard_probe_ras_pods": ("gauge", _probes(lambda t: [{"health": "Healthy"}])),
 }
 
 HISTOGRAM_BUCKETS = {

@@ -96,8 +96,8 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-ncclguard::testing::RasScenario LoadScenario(const std::string& path) {
-  return ncclguard::testing::ParseRasScenario(ReadFile(path));
+ncclguard::ras_fake::RasScenario LoadScenario(const std::string& path) {
+  return ncclguard::ras_fake::ParseRasScenario(ReadFile(path));
 }
 
 struct Connection {
@@ -142,7 +142,7 @@ void HandleCommand(Connection& connection, const std::string& line, const Option
     connection.out += "ERROR: Unknown command " + line + "\n";
     return;
   }
-  ncclguard::testing::RasScenario scenario;
+  ncclguard::ras_fake::RasScenario scenario;
   try {
     scenario = LoadScenario(options.scenario);
   } catch (const std::exception& e) {
@@ -157,7 +157,7 @@ void HandleCommand(Connection& connection, const std::string& line, const Option
     return;
   }
   if (set_format) {
-    if (!ncclguard::testing::RasVersionHasJson(scenario.version)) {
+    if (!ncclguard::ras_fake::RasVersionHasJson(scenario.version)) {
       connection.out += "ERROR: Unknown command " + line + "\n";
       return;
     }
@@ -173,8 +173,8 @@ void HandleCommand(Connection& connection, const std::string& line, const Option
   scenario.verbose = verbose;
   std::string report;
   try {
-    report = connection.json ? ncclguard::testing::RenderRasJson(scenario)
-                             : ncclguard::testing::RenderRasText(scenario);
+    report = connection.json ? ncclguard::ras_fake::RenderRasJson(scenario)
+                             : ncclguard::ras_fake::RenderRasText(scenario);
   } catch (const std::exception& e) {
     Log(connection, line + " -> closed: " + e.what());
     connection.finished = true;
@@ -401,10 +401,10 @@ int main(int argc, char** argv) {
     const std::optional<Options> options = ParseOptions(argc, argv, exit_code);
     if (!options) return exit_code;
     if (options->render) {
-      ncclguard::testing::RasScenario scenario = LoadScenario(options->scenario);
+      ncclguard::ras_fake::RasScenario scenario = LoadScenario(options->scenario);
       scenario.verbose = options->verbose;
-      std::cout << (options->json ? ncclguard::testing::RenderRasJson(scenario)
-                                  : ncclguard::testing::RenderRasText(scenario));
+      std::cout << (options->json ? ncclguard::ras_fake::RenderRasJson(scenario)
+                                  : ncclguard::ras_fake::RenderRasText(scenario));
       return 0;
     }
     return Serve(*options);

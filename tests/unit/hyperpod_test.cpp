@@ -24,7 +24,7 @@ using controllers::MergePatch;
 using core::Json;
 using core::WorkloadKind;
 
-const controllers::Timestamp kNow =
+const controllers::Timestamp kHyperPodNow =
     std::chrono::sys_days(std::chrono::year(2026) / 12 / 5) + std::chrono::hours(10);
 
 // A pod on `instance_type` with one container of `gpus` GPUs and no EFA request.
@@ -408,7 +408,7 @@ class HyperPodGate : public ::testing::Test {
     cluster_.AddPod(HyperPodPod("llama", 1, true));
   }
   controllers::ReconcileResult Reconcile() {
-    return controllers::ReconcileTrainingJob(key_, cluster_, kNow);
+    return controllers::ReconcileTrainingJob(key_, cluster_, kHyperPodNow);
   }
   std::vector<MergePatch> PodPatches(const controllers::ReconcileResult& result) {
     std::vector<MergePatch> out;

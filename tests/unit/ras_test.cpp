@@ -21,10 +21,10 @@ using core::RasFormat;
 using core::RasHealth;
 using core::RasProcess;
 using core::RasReport;
-using ncclguard::testing::RasRankSpec;
-using ncclguard::testing::RasScenario;
-using ncclguard::testing::RenderRasJson;
-using ncclguard::testing::RenderRasText;
+using ncclguard::ras_fake::RasRankSpec;
+using ncclguard::ras_fake::RasScenario;
+using ncclguard::ras_fake::RenderRasJson;
+using ncclguard::ras_fake::RenderRasText;
 
 constexpr std::uint64_t kHash = 0x27a079b828ff1a75;
 constexpr const char* kCommunicator = "27a079b828ff1a75";  // as RasProcess::communicator

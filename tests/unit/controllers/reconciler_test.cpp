@@ -4,6 +4,7 @@
 
 #include "controllers/training_job_reconciler.h"
 #include "tests/unit/controllers/fake_cluster.h"
+#include "tests/unit/test_support.h"
 
 namespace ncclguard::test {
 namespace {
