@@ -102,7 +102,7 @@ std::optional<Condition> NcclHealthCondition(
   const std::string answer = StringField(*entry, "answer");
   const std::string health = StringField(*entry, "health");
   const std::string since = StringField(*entry, "since");
-  const std::string read = "NCCL's RAS, read in pod " + pod_name +
+  const std::string read = "Read in pod " + pod_name +
                            (StringField(*entry, "ncclVersion").empty()
                                 ? std::string()
                                 : " (NCCL " + StringField(*entry, "ncclVersion") + ")") +

@@ -107,6 +107,12 @@ kube::Projection PodProjection() {
       }
     }
     if (job_labels.empty()) return out;  // no managed job's pod: nothing to read
+    // The RAS reader the controller marked (controllers/nccl_health.h), and the replica type that
+    // tells an MPIJob's launcher (no NCCL) from its workers.
+    for (const std::string_view label : {core::kRasReaderLabel, controllers::kReplicaTypeLabel}) {
+      const std::string key(label);
+      if (labels->contains(key)) job_labels[key] = (*labels)[key];
+    }
     out["metadata"]["labels"] = std::move(job_labels);
     if (const Json* owners = m != nullptr ? Find(*m, "ownerReferences") : nullptr) {
       Json kept = Json::array();
@@ -148,6 +154,9 @@ kube::Projection PodProjection() {
     }
     if (const Json* status = Find(object, "status")) {
       if (const Json* phase = Find(*status, "phase")) out["status"]["phase"] = *phase;
+      // The addresses NCCL's RAS names a pod's ranks by (controllers/nccl_health.h).
+      CopyIfPresent(*status, out["status"], "podIP");
+      CopyIfPresent(*status, out["status"], "podIPs");
       for (const char* list : {"initContainerStatuses", "containerStatuses"}) {
         if (const Json* statuses = Find(*status, list)) {
           out["status"][list] = ProjectContainerStatuses(*statuses);

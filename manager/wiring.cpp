@@ -2,6 +2,7 @@
 
 #include "controllers/observed_catalog.h"
 
+#include "controllers/json_fields.h"
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
 #include "core/contract.h"
@@ -150,6 +151,24 @@ bool ManagedJob(const Caches& caches, const JobKey& key) {
   return core::IsManagedJob(*job, key.kind);
 }
 
+// The jobs of the reader pods a NodeValidation's status.ras names (controllers::JobKeysForPod of
+// each pod in the cache).
+std::vector<JobKey> RasReaderJobs(const Caches& caches, const Json& validation) {
+  std::vector<JobKey> keys;
+  const Json status = FieldOrNull(&validation, "status");
+  const Json ras = FieldOrNull(&status, "ras");
+  const Json pods = FieldOrNull(&ras, "pods");
+  if (!pods.is_array()) return keys;
+  for (const Json& entry : pods) {
+    if (!entry.is_object()) continue;
+    const kube::CachedObject pod = caches.pods().Get(kube::ObjectKey(
+        controllers::StringField(entry, "namespace"), controllers::StringField(entry, "pod")));
+    if (!pod) continue;
+    for (JobKey& key : controllers::JobKeysForPod(*pod)) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
 ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicySource& policy,
                                              int workers, const PodLogStore* pod_logs,
                                              Metrics* metrics) {
@@ -183,6 +202,17 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
   const auto pending = [&caches](const Json&) {
     return Jobs(caches, [](const Json& job) { return controllers::GatePending(job); });
   };
+  // What a probe read of NCCL's RAS (a NodeValidation's status.ras): the jobs of the reader pods
+  // whose entries changed.
+  spec.watches.push_back(
+      {&caches.node_validations(),
+       [&caches](const Json& validation) { return RasReaderJobs(caches, validation); },
+       [](const Change& change) {
+         const Json before = FieldOrNull(change.old_object, "status");
+         const Json after = FieldOrNull(change.new_object, "status");
+         return FieldOrNull(&before, "ras") != FieldOrNull(&after, "ras");
+       },
+       false, kPodChangeCoalesce});
   // A node's change wakes the held jobs its instance type's count can release, not every held
   // job.
   auto waiting = std::make_shared<WaitingKeys<JobKey>>();

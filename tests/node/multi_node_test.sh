@@ -16,7 +16,13 @@
 #      message naming both nodes; the rule removed: both Reachable, the Job released, its two
 #      ranks (one a node) connect and it completes; the fabric tier's port alone dropped (TCP
 #      passing): a job held with the security-group message
-#   5. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
+#   5. NCCL's RAS while a job runs (probes/ras_watch.h): a two-node Job whose pods serve RAS
+#      (tests/ras_standin, a stand-in for NCCL), the probe reading it from inside the reader pod's
+#      network namespace every 5 s: NcclHealth Healthy; rank 8's process reported dead on node 2:
+#      ProcessDead naming that pod and node, with an Event; healthy again; the same AllReduce
+#      counts in two reports: CollectiveStuck; a pod whose RAS never answers (another Job) costs
+#      each round its 2 s timeout, not a stall
+#   6. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
 #      bridge's namespace holds only lo, br0 and the nodes' veths; the host's interfaces,
 #      iptables rules and ip_forward are the same during the run and after stop, and stop
 #      leaves nothing (stop_node fails the test otherwise)
@@ -330,7 +336,124 @@ fi
 drop 29600 remove
 k -n peers delete job fabric --wait=false >/dev/null 2>&1 || true
 
-# ---------------------------------------------------------------- 5. containment on node 2
+# ---------------------------------------------------------------- 5. NCCL's RAS while a job runs
+# A managed two-node Job whose pods serve NCCL's RAS client protocol 2 on their own localhost:
+# tests/ras_standin is a stand-in for NCCL (no GPU here), its reports rendered from NCCL's own
+# format strings (2.26 layout), re-read from a scenario file on every query. The probe on the
+# reader pod's node reads it from inside the pod's network namespace every 5 s; the job's
+# NcclHealth condition and Events say what RAS said, each rank mapped to its pod and node.
+ras_dir="$work/ras"
+mkdir -p "$ras_dir"
+cp "$build/tests/ras_standin/ncclguard-ras-standin" "$ras_dir/"
+ras_ip0=10.0.0.1 ras_ip1=10.0.0.2
+# ras_scenario <healthy|dead|stuck|silent>: 16 ranks, one GPU a process, 8 in each pod; dead:
+# rank 8's process (pod 1, node 2); stuck: ranks 8-10 (pod 1) one AllReduce behind (few enough
+# for RAS to name them).
+ras_scenario() {
+  local r ip pid count dead ranks=""
+  for r in $(seq 0 15); do
+    if ((r < 8)); then ip=$ras_ip0 pid=$((100 + r)); else ip=$ras_ip1 pid=$((200 + r - 8)); fi
+    count=1000 dead=false
+    [[ $1 == stuck ]] && ((r >= 8 && r <= 10)) && count=999
+    [[ $1 == dead ]] && ((r == 8)) && dead=true
+    ranks+="${ranks:+,}{\"rank\":$r,\"gpu\":$((r % 8)),\"pid\":$pid,\"node\":\"$ip\",\"counts\":[0,0,0,0,$count],\"dead\":$dead}"
+  done
+  printf '{"version":"2.26","silent":%s,"comms":[{"hash":"0x5eed000000000001","ranks":[%s]}]}\n' \
+    "$([[ $1 == silent ]] && echo true || echo false)" "$ranks"
+}
+set_ras() { # <file> <state>: written whole, then renamed (a query reads one or the other)
+  ras_scenario "$2" >"$ras_dir/$1.new" && mv "$ras_dir/$1.new" "$ras_dir/$1"
+}
+set_ras scenario.json healthy
+set_ras quiet.json silent
+ras_job() { # NAME PODS GPUS SCENARIO
+  cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1, namespace: ras, labels: {ncclguard.io/managed: "true"}}
+spec:
+  completionMode: Indexed
+  completions: $2
+  parallelism: $2
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      subdomain: $1
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: train
+          image: $image
+          imagePullPolicy: Never
+          command: [/ras/ncclguard-ras-standin, --scenario, /ras/$4]
+          resources:
+            limits: {nvidia.com/gpu: $3, memory: 128Mi, cpu: 100m}
+          volumeMounts: [{name: ras, mountPath: /ras, readOnly: true}]
+      volumes: [{name: ras, hostPath: {path: $ras_dir, type: Directory}}]
+YAML
+}
+start=$SECONDS
+if helm upgrade ncclguard "$root/charts/ncclguard" -n "$ns" --reuse-values --set probe.ras.enabled=true \
+  --set probe.ras.period=5s --set probe.ras.timeout=2s --set probe.ras.initGrace=0s \
+  --wait --timeout 180s >"$work/helm-ras.log" 2>&1; then
+  pass "helm upgrade: the probes read RAS every 5s ($((SECONDS - start))s)"
+else
+  cat "$work/helm-ras.log"; fail "helm upgrade with probe.ras.enabled"
+fi
+k create namespace ras >/dev/null
+k label namespace ras ncclguard.io/enabled=true >/dev/null
+ras_job ras 2 8 scenario.json >"$work/ras.yaml"
+ras_job ras-quiet 1 0 quiet.json >"$work/ras-quiet.yaml"
+eventually 90 k apply -f "$work/ras.yaml" -f "$work/ras-quiet.yaml" ||
+  fail "Jobs ras, ras-quiet not admitted: $(k apply -f "$work/ras.yaml" 2>&1)"
+ras_pod() { k -n ras get pods -l batch.kubernetes.io/job-name=ras,batch.kubernetes.io/job-completion-index="$1" -o jsonpath="{.items[0].$2}"; }
+both_running() { [[ "$(k -n ras get pods -l batch.kubernetes.io/job-name=ras --field-selector=status.phase=Running -o name | wc -l)" == 2 ]]; }
+if eventually 180 both_running; then
+  ras_ip0=$(ras_pod 0 status.podIP) ras_ip1=$(ras_pod 1 status.podIP)
+  ras_pod1=$(ras_pod 1 metadata.name) ras_node1=$(ras_pod 1 spec.nodeName)
+  set_ras scenario.json healthy
+  pass "Job ras runs a RAS stand-in in each pod: $(ras_pod 0 metadata.name)@$(ras_pod 0 spec.nodeName)=$ras_ip0, $ras_pod1@$ras_node1=$ras_ip1"
+else
+  fail "Job ras's pods: $(k -n ras get pods -o wide 2>&1 | tr '\n' ';') $(k -n ras get job ras -o jsonpath='{.status.conditions}')"
+fi
+health() { k -n ras get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclHealth")]}{.status} {.reason}: {.message}{end}'; }
+health_is() { [[ "$(health "$1")" == "$2"* ]]; }
+ras_event() { k -n ras get events --field-selector "involvedObject.name=ras,reason=$1" -o jsonpath='{.items[*].note}{.items[*].message}'; }
+reader="$(k -n ras get pods -l ncclguard.io/ras-reader=true -o jsonpath='{range .items[*]}{.metadata.name} {end}')"
+if eventually 60 health_is ras "True Healthy"; then
+  reader="$(k -n ras get pods -l ncclguard.io/ras-reader=true -o jsonpath='{range .items[*]}{.metadata.name} {end}')"
+  pass "NcclHealth True Healthy, read in the one labelled pod of each job (${reader% }): $(health ras)"
+else
+  fail "NcclHealth of Job ras: '$(health ras)'; readers: $reader; $(k get nodevalidations -o jsonpath='{range .items[*]}{.metadata.name}: {.status.ras}; {end}')"
+fi
+if eventually 60 health_is ras-quiet "Unknown RasUnanswered"; then
+  pass "a pod whose RAS does not answer: Job ras-quiet $(health ras-quiet)"
+else
+  fail "Job ras-quiet: '$(health ras-quiet)'"
+fi
+set_ras scenario.json dead
+written=$SECONDS
+if eventually 60 health_is ras "False ProcessDead" && [[ "$(health ras)" == *"rank 8 (GPU 0, PID 200) in pod $ras_pod1 on node $ras_node1"* ]] &&
+  eventually 30 ras_event ProcessDead; then
+  pass "rank 8's process dead on node 2: ProcessDead $((SECONDS - written))s after the report changed (reads every 5s; the silent pod's 2s timeout in every round): $(health ras); Event: $(ras_event ProcessDead | cut -c1-160)"
+else
+  fail "the dead rank: '$(health ras)'; Events: $(ras_event ProcessDead)"
+fi
+set_ras scenario.json healthy
+if eventually 60 health_is ras "True Healthy" && eventually 30 ras_event Healthy; then
+  pass "the report healthy again: $(health ras)"
+else
+  fail "back to healthy: '$(health ras)'"
+fi
+set_ras scenario.json stuck
+if eventually 60 health_is ras "False CollectiveStuck" && [[ "$(health ras)" == *"in pod $ras_pod1 on node $ras_node1"* ]]; then
+  pass "the same AllReduce counts in two reports: $(health ras | cut -c1-400)"
+else
+  fail "the stuck collective: '$(health ras)'"
+fi
+k -n ras delete job ras ras-quiet --wait=false >/dev/null 2>&1 || true
+
+# ---------------------------------------------------------------- 6. containment on node 2
 if in_node2 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
   fail "containment: a connection to 203.0.113.7 from node 2 succeeded"
 elif grep -q -i 'unreachable\|no route' "$work/dial.err"; then

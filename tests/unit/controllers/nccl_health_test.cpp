@@ -95,7 +95,7 @@ TEST(NcclHealth, ADeadRankIsNamedByItsPodAndNode) {
   EXPECT_NE(c->message.find("rank 1 (GPU 0, PID 77) in pod llama-worker-0 on node node-1"),
             std::string::npos)
       << c->message;
-  EXPECT_NE(c->message.find("read in pod llama-master-0 (NCCL 2.26.5)"), std::string::npos);
+  EXPECT_NE(c->message.find("Read in pod llama-master-0 (NCCL 2.26.5)"), std::string::npos);
   EXPECT_NE(c->message.find("see https://g#nccl-ras"), std::string::npos);
   // What the pods' statuses and logs say of the same pod is quoted as agreeing.
   const auto agreed = NcclHealthCondition({reader, worker}, reader, validations, "L",
