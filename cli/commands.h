@@ -14,6 +14,7 @@ Command AddExplainCommand(CLI::App& app);
 Command AddWebhookCommand(CLI::App& app);
 Command AddProbeCommand(CLI::App& app);
 Command AddPeerCommand(CLI::App& app);
+Command AddRasCommand(CLI::App& app);
 Command AddControllerCommand(CLI::App& app);
 
 }  // namespace ncclguard::cli

@@ -30,7 +30,7 @@ constexpr Command (*kCommands[])(CLI::App&) = {
     ncclguard::cli::AddAuditCommand,      ncclguard::cli::AddDiagnoseCommand,
     ncclguard::cli::AddExplainCommand,    ncclguard::cli::AddWebhookCommand,
     ncclguard::cli::AddProbeCommand,      ncclguard::cli::AddPeerCommand,
-    ncclguard::cli::AddControllerCommand,
+    ncclguard::cli::AddRasCommand,        ncclguard::cli::AddControllerCommand,
 };
 
 }  // namespace
