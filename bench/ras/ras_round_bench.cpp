@@ -140,20 +140,14 @@ class StandIns {
                              ") did not say its port within 10 s: " + ReadFile(log));
   }
 
-  // The CPU time the stand-ins have used (utime + stime from /proc/PID/stat).
+  // The CPU time the stand-ins have used (/proc/PID/schedstat: nanoseconds on a CPU).
   double CpuSeconds() const {
-    static const double kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
     double seconds = 0;
     for (const pid_t pid : pids_) {
-      const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-      std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-      std::string field;
-      double utime = 0, stime = 0;
-      for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state
-        if (i == 14) utime = std::stod(field);
-        if (i == 15) stime = std::stod(field);
-      }
-      seconds += (utime + stime) / kTicks;
+      std::istringstream schedstat(ReadFile("/proc/" + std::to_string(pid) + "/schedstat"));
+      double nanoseconds = 0;
+      schedstat >> nanoseconds;
+      seconds += nanoseconds / 1e9;
     }
     return seconds;
   }
@@ -315,8 +309,9 @@ constexpr const char* kLine =
     "%-5zu %-5d %-26s %-5s %9.1f %9.1f %9.1f %10.0f %9.0f %11.1f %10.0f\n";
 
 struct Measured {
-  std::vector<double> wall_ms, query_ms, cpu_ms, servers_cpu_ms, answered, report_kb, published_b;
-  std::string published_in;  // the rounds that wrote status.ras: "1", "1,2"
+  std::vector<double> wall_ms, query_ms, cpu_ms, servers_cpu_ms, answered, report_kb;
+  std::string published_in;      // the rounds that wrote status.ras: "1", "1,2"
+  double first_published_b = 0;  // what round 1 wrote
   double max_rss_mib = 0, rss_growth_mib = 0;
 };
 
@@ -383,7 +378,7 @@ Measured RunRow(const Row& row, const std::string& standin, int rounds, const fs
     m.servers_cpu_ms.push_back(servers_cpu);
     m.answered.push_back(static_cast<double>(answered));
     m.report_kb.push_back(report_bytes / 1024);
-    m.published_b.push_back(static_cast<double>(directory->published_bytes()));
+    if (r == 1) m.first_published_b = static_cast<double>(directory->published_bytes());
     if (directory->publishes() > 0) {
       m.published_in += (m.published_in.empty() ? "" : ",") + std::to_string(r);
     }
@@ -444,18 +439,18 @@ int Run(int argc, char** argv) {
 
   std::printf(
       "\nmedians of %d rounds (cpu_ms: this process, the probe's part; servers_ms: the "
-      "stand-ins' CPU, 10 ms ticks; status_B: bytes of status.ras written in the round; "
+      "stand-ins' CPU; status1_B: bytes of status.ras written in round 1; "
       "written_in: the rounds that wrote it; maxrss_M: peak RSS after the row; rss+_M: resident "
       "growth over the row)\n",
       rounds);
   std::printf("%-5s %-5s %-26s %9s %9s %9s %10s %9s %11s %10s %-10s %8s %8s\n", "pods", "ranks",
               "variant", "wall_ms", "query_ms", "cpu_ms", "servers_ms", "answered", "report_kB",
-              "status_B", "written_in", "maxrss_M", "rss+_M");
+              "status1_B", "written_in", "maxrss_M", "rss+_M");
   for (const auto& [row, m] : results) {
     std::printf("%-5zu %-5d %-26s %9.1f %9.1f %9.1f %10.0f %9.0f %11.1f %10.0f %-10s %8.1f %8.1f\n",
                 row.pods, row.ranks, row.Variant().c_str(), Median(m.wall_ms), Median(m.query_ms),
                 Median(m.cpu_ms), Median(m.servers_cpu_ms), Median(m.answered), Median(m.report_kb),
-                Median(m.published_b), m.published_in.empty() ? "-" : m.published_in.c_str(),
+                m.first_published_b, m.published_in.empty() ? "-" : m.published_in.c_str(),
                 m.max_rss_mib, m.rss_growth_mib);
   }
   ncclguard::log::Flush();
