@@ -122,6 +122,11 @@ void AddProbeFlags(CLI::App* probe, ProbeCommandOptions& options) {
                     "with --publish: read NCCL's RAS in this node's RAS reader pods (one a "
                     "running job, picked by the controller) every period (e.g. 1m; default: "
                     "none)");
+  probe
+      ->add_option("--ras-format", options.ras_format,
+                   "with --ras-period: the report asked for: text (default: the same verdict in a "
+                   "few hundred bytes at any job size) or json (every rank, NCCL 2.28.7 and later)")
+      ->check(CLI::IsMember({"text", "json"}));
   probe->add_option("--ras-timeout", options.ras_timeout,
                     "with --ras-period: how long a round's queries may take, all at once (10s)");
   probe->add_option("--ras-init-grace", options.ras_init_grace,

@@ -53,6 +53,7 @@ struct ProbeCommandOptions {
   std::string ras_timeout = "10s";
   std::string ras_init_grace = "2m";
   std::string ras_proc_root;
+  std::string ras_format = "text";  // what the probe asks NCCL for: text, or json (2.28.7+)
   std::string log_level = "info";
   std::string log_format = "auto";
   PolicyOptions policy;

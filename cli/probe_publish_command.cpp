@@ -181,6 +181,7 @@ std::unique_ptr<probes::RasWatcher> MakeRasWatcher(const ProbeCommandOptions& op
   if (ras.timeout >= ras.period) {
     throw core::InputError("--ras-timeout must be shorter than --ras-period");
   }
+  ras.json = options.ras_format == "json";
   ras.proc_root = options.ras_proc_root.empty()
                       ? (std::filesystem::path(options.host_root) / "proc").string()
                       : options.ras_proc_root;

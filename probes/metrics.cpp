@@ -87,6 +87,11 @@ ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
                                  "health RAS reported (Healthy, ProcessDead, RankError, "
                                  "CollectiveStuck, RankUnresponsive; NotRead).")) {
   ras_reads_.Add({{"answer", "Answered"}});
+  // A series for every health from the start (0 until a round sees it): a panel shows no gap.
+  for (const char* health :
+       {"Healthy", "ProcessDead", "RankError", "CollectiveStuck", "RankUnresponsive", "NotRead"}) {
+    ras_pod_series_[health] = &ras_pods_.Add({{"health", health}});
+  }
   for (const std::string_view tier : kPeerTiers) {
     peer_test_duration_.Add({{"tier", std::string(tier)}}, PeerTestBuckets());
     for (const std::string_view pass : kPeerPasses) {
@@ -193,18 +198,9 @@ void ProbeMetrics::RecordRasRound(double seconds, const std::map<std::string, in
   for (const auto& [answer, count] : answers) {
     ras_reads_.Add({{"answer", answer}}).Increment(count);
   }
-  for (auto it = ras_pod_series_.begin(); it != ras_pod_series_.end();) {
-    if (health.contains(it->first)) {
-      ++it;
-      continue;
-    }
-    ras_pods_.Remove(it->second);
-    it = ras_pod_series_.erase(it);
-  }
-  for (const auto& [name, count] : health) {
-    auto& series = ras_pod_series_[name];
-    if (series == nullptr) series = &ras_pods_.Add({{"health", name}});
-    series->Set(count);
+  for (auto& [name, series] : ras_pod_series_) {
+    const auto count = health.find(name);
+    series->Set(count == health.end() ? 0 : count->second);
   }
 }
 

@@ -50,8 +50,8 @@ class ProbeMetrics {
 
   // A finished round of RAS reads (probes/ras_watch.h): how long it took, each reader pod's
   // answer ("Answered", "TimedOut", "Waiting", ...) counted, and the reader pods by the health
-  // RAS reported ("NotRead" for those it did not answer for). The former round's health series
-  // go.
+  // RAS reported ("NotRead" for those it did not answer for); each health's series is there
+  // from the start, 0 until a round sees one.
   void RecordRasRound(double seconds, const std::map<std::string, int>& answers,
                       const std::map<std::string, int>& health);
 

@@ -114,17 +114,34 @@ RasEndpoint RasEndpointOf(const core::Json& pod) {
   return endpoint;
 }
 
+namespace {
+
+// What names a pod in a process's cgroup path: "pod<uid>" (cgroupfs) and systemd's "pod<uid with
+// _ for ->".
+std::pair<std::string, std::string> CgroupNeedles(const std::string& uid) {
+  std::string systemd = uid;
+  std::replace(systemd.begin(), systemd.end(), '-', '_');
+  return {"pod" + uid, "pod" + systemd};
+}
+
+}  // namespace
+
+bool StillPodProcess(const std::string& netns, const std::string& uid) {
+  const std::filesystem::path process = std::filesystem::path(netns).parent_path().parent_path();
+  const std::string cgroup = ReadBounded(process / "cgroup");
+  const auto [plain, systemd] = CgroupNeedles(uid);
+  return cgroup.find(plain) != std::string::npos || cgroup.find(systemd) != std::string::npos;
+}
+
 std::map<std::string, std::string> PodNetworkNamespaces(const std::string& proc_root,
                                                         const std::vector<std::string>& uids) {
   std::map<std::string, std::string> found;
   if (uids.empty()) return found;
-  // The needles: "pod<uid>" and systemd's "pod<uid with _ for ->".
   std::vector<std::pair<std::string, std::string>> needles;
   for (const std::string& uid : uids) {
-    std::string systemd = uid;
-    std::replace(systemd.begin(), systemd.end(), '-', '_');
-    needles.emplace_back("pod" + uid, uid);
-    needles.emplace_back("pod" + systemd, uid);
+    auto [plain, systemd] = CgroupNeedles(uid);
+    needles.emplace_back(std::move(plain), uid);
+    needles.emplace_back(std::move(systemd), uid);
   }
   std::error_code error;
   for (std::filesystem::directory_iterator it(proc_root, error), end; !error && it != end;
@@ -211,8 +228,19 @@ std::vector<RasPodStanding> RasWatcher::Round() {
     standings.push_back(std::move(s));
     uids.push_back(standings.back().uid);
   }
-  const std::map<std::string, std::string> namespaces =
-      PodNetworkNamespaces(options_.proc_root, uids);
+  // The namespaces of pods seen before, where their process still is; a scan for the others.
+  std::vector<std::string> unknown;
+  for (const std::string& uid : uids) {
+    const auto known = namespaces_.find(uid);
+    if (known == namespaces_.end() || !StillPodProcess(known->second, uid)) unknown.push_back(uid);
+  }
+  std::erase_if(namespaces_, [&uids](const auto& entry) {
+    return std::find(uids.begin(), uids.end(), entry.first) == uids.end();
+  });
+  for (auto& [uid, path] : PodNetworkNamespaces(options_.proc_root, unknown)) {
+    namespaces_[uid] = std::move(path);
+  }
+  const std::map<std::string, std::string>& namespaces = namespaces_;
 
   std::vector<RasQuery> queries;
   std::vector<std::size_t> queried;  // standing index of each query
@@ -246,6 +274,7 @@ std::vector<RasPodStanding> RasWatcher::Round() {
     q.host = endpoint.host;
     q.port = endpoint.port;
     q.server_timeout_s = server_timeout;
+    q.json = options_.json;
     queries.push_back(std::move(q));
     queried.push_back(i);
   }

@@ -35,6 +35,11 @@ struct RasWatchOptions {
   std::chrono::milliseconds init_grace{120'000};
   // The host's /proc, where the pods' processes and their network namespaces are found.
   std::string proc_root = "/host/proc";
+  // Ask for NCCL's JSON report (2.28.7 and later) instead of the text. Text by default: it says
+  // the same for a verdict in a few hundred bytes at any job size, where the JSON lists every rank
+  // (537 B a rank): at 100 jobs of 256 ranks a round reads 54 kB instead of 13.4 MB and takes 42
+  // instead of 180 ms of the probe's CPU (BENCHMARKS.md, "RAS reads").
+  bool json = false;
   std::function<std::chrono::system_clock::time_point()> clock = std::chrono::system_clock::now;
   // After each round: what it saw and how long it took (the probe's metrics).
   std::function<void(const std::vector<RasPodStanding>&, double seconds)> on_round;
@@ -76,6 +81,9 @@ RasEndpoint RasEndpointOf(const core::Json& pod);
 // over `proc_root`; pods without a process there are absent.
 std::map<std::string, std::string> PodNetworkNamespaces(const std::string& proc_root,
                                                         const std::vector<std::string>& uids);
+// Whether the process whose namespace file is `netns` (<proc_root>/<pid>/ns/net) is still one of
+// the pod `uid`'s (its cgroup names the pod): a PID kept from an earlier round.
+bool StillPodProcess(const std::string& netns, const std::string& uid);
 
 // What one round saw of one pod, as written under status.ras.pods[].
 struct RasPodStanding {
@@ -117,6 +125,9 @@ class RasWatcher {
   std::shared_ptr<RasDirectory> directory_;
   Query query_;
   std::map<std::string, Memory> memory_;  // by pod UID
+  // The network namespace file found for each pod, by UID: checked (its cgroup still names the
+  // pod) instead of scanning /proc again, which costs with the node's processes, not its pods.
+  std::map<std::string, std::string> namespaces_;
   std::optional<core::Json> published_;
 };
 

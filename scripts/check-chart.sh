@@ -424,7 +424,10 @@ can no $p delete nodes
 can no $p list nodes
 can no $p delete nodevalidations.ncclguard.io
 can no $p get secrets "$ns"
-can no $p list pods team-opted-in
+# The RAS reads: list pods (on its node, by field selector); nothing else of pods.
+can yes $p list pods team-opted-in
+for v in get watch patch; do can no $p $v pods team-opted-in; done
+can no $p get pods/log team-opted-in
 can no $p update ncclpolicies.ncclguard.io
 
 step "the probe and the controller run with the chart's RBAC (service-account tokens)"

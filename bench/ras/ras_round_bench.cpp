@@ -201,10 +201,12 @@ struct Row {
   std::chrono::milliseconds timeout = 10s;
   std::string version = "2.29";     // 2.28.7 and later: JSON; "2.26": text
   std::size_t other_processes = 0;  // processes of no reader pod in the fake /proc
+  bool json = false;                // the probe asks for JSON (--ras-format json)
   std::string Variant() const {
     std::string v = straggler ? "straggler" : "healthy";
     if (silent > 0) v += ", " + std::to_string(silent) + " silent";
-    if (version != "2.29") v += ", text " + version;
+    if (version != "2.29") v += ", NCCL " + version;
+    v += json ? ", json" : ", text";
     if (other_processes > 0) v += ", +" + std::to_string(other_processes) + " procs";
     return v;
   }
@@ -335,6 +337,7 @@ Measured RunRow(const Row& row, const std::string& standin, int rounds, const fs
   options.timeout = row.timeout;
   options.init_grace = 0ms;
   options.proc_root = (dir / "proc").string();
+  options.json = row.json;
   const double rss_before = RssMiB();
   ncclguard::probes::RasWatcher watcher(
       options, directory,
@@ -426,6 +429,8 @@ int Run(int argc, char** argv) {
     }
   }
   rows.push_back({100, 256, false, 0, 10s, "2.26"});
+  rows.push_back({100, 256, false, 0, 10s, "2.29", 0, true});
+  rows.push_back({100, 256, true, 0, 10s, "2.29", 0, true});
   rows.push_back({100, 16, false, 0, 10s, "2.29", 5000});
   rows.push_back({100, 16, false, 10, 2s});
 

@@ -249,7 +249,8 @@ validated_label() { k get node "$NODE_NAME" -o jsonpath='{.metadata.labels.ncclg
 probe_checks() {
   local start=$SECONDS
   helm upgrade ncclguard "$root/charts/ncclguard" -n "$ns" --reuse-values --set probe.enabled=true \
-    --set "probe.checks=$1" --wait --timeout 180s >"$work/upgrade.log" 2>&1 ||
+    --set "probe.checks=$1" --set probe.ras.period=5s --set probe.ras.initGrace=0s \
+    --wait --timeout 180s >"$work/upgrade.log" 2>&1 ||
     { cat "$work/upgrade.log"; echo "FAIL: helm upgrade probe.checks=$1"; exit 1; }
   label_is() { [[ "$(validated_label)" == "$1" ]]; }
   if eventually 120 label_is "$2"; then
@@ -481,6 +482,16 @@ if describe_has 'Type: +NcclPreflight' && describe_has 'Reason: +ValidatedNodesA
   pass "kubectl describe pytorchjob llama: NcclPreflight ValidatedNodesAvailable, Running; Events Admitted (ncclguard) and SuccessfulCreatePod (operator)"
 else
   fail "kubectl describe pytorchjob llama:"; sed -n '/Conditions:/,$p' "$work/describe.txt"
+fi
+# NCCL's RAS (probes/ras_watch.h): the controller labels one of llama's pods its RAS reader and the
+# probe reads it every 5 s from inside the pod's network namespace; nothing serves RAS there (no
+# NCCL in this image), so the job says why it is not read.
+ras_health() { k -n team get pytorchjob llama -o jsonpath='{.status.conditions[?(@.type=="NcclHealth")].status} {.status.conditions[?(@.type=="NcclHealth")].reason}: {.status.conditions[?(@.type=="NcclHealth")].message}'; }
+ras_refused() { [[ "$(ras_health)" == "Unknown RasUnanswered: "*"not read: Refused"* ]]; }
+if eventually 60 ras_refused; then
+  pass "NCCL's RAS: llama's reader pod ($(k -n team get pods -l ncclguard.io/ras-reader=true -o name | tr '\n' ' ')) queried in its network namespace, nothing listening: $(ras_health)"
+else
+  fail "NCCL's RAS of llama: '$(ras_health)'; readers: $(k -n team get pods -l ncclguard.io/ras-reader=true -o name | tr '\n' ' '); $(k get nodevalidation "$NODE_NAME" -o jsonpath='{.status.ras}')"
 fi
 
 # ---------------------------------------------------------------- 3. diagnoses from the real kubelet

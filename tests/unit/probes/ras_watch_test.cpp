@@ -132,6 +132,25 @@ TEST_F(RasWatch, QueriesEachReaderPodInItsOwnNetworkNamespaceAndPublishesOnChang
   EXPECT_EQ(directory_->published.size(), 1u);
 }
 
+TEST_F(RasWatch, APodsProcessIsKeptAcrossRoundsAndLookedForAgainWhenItGoes) {
+  directory_->pods = {Pod("a-0")};
+  AddProcess(4242, "a-0");
+  next_ = {Answer(ras_fake::RenderRasText(Job(500)))};
+  auto watcher = Watcher();
+  watcher.Round();
+  ASSERT_EQ(asked_.back().size(), 1u);
+  EXPECT_EQ(asked_.back()[0].netns, (proc_ / "4242" / "ns" / "net").string());
+  EXPECT_FALSE(asked_.back()[0].json);  // text unless --ras-format json
+  // Another process of the pod listed first now: the known one is still the pod's, kept.
+  AddProcess(1000, "a-0");
+  watcher.Round();
+  EXPECT_EQ(asked_.back()[0].netns, (proc_ / "4242" / "ns" / "net").string());
+  // It went (the container restarted): found again.
+  fs::remove_all(proc_ / "4242");
+  watcher.Round();
+  EXPECT_EQ(asked_.back()[0].netns, (proc_ / "1000" / "ns" / "net").string());
+}
+
 TEST_F(RasWatch, AStuckCollectiveTakesTwoReportsAndAMovingOneIsAStraggler) {
   directory_->pods = {Pod("a-0")};
   AddProcess(10, "a-0");
