@@ -26,11 +26,11 @@ using ncclguard::cli::Command;
 
 // In the order `ncclguard --help` lists them.
 constexpr Command (*kCommands[])(CLI::App&) = {
-    ncclguard::cli::AddLintCommand,       ncclguard::cli::AddFixCommand,
-    ncclguard::cli::AddAuditCommand,      ncclguard::cli::AddDiagnoseCommand,
-    ncclguard::cli::AddExplainCommand,    ncclguard::cli::AddWebhookCommand,
-    ncclguard::cli::AddProbeCommand,      ncclguard::cli::AddPeerCommand,
-    ncclguard::cli::AddRasCommand,        ncclguard::cli::AddControllerCommand,
+    ncclguard::cli::AddLintCommand,    ncclguard::cli::AddFixCommand,
+    ncclguard::cli::AddAuditCommand,   ncclguard::cli::AddDiagnoseCommand,
+    ncclguard::cli::AddExplainCommand, ncclguard::cli::AddWebhookCommand,
+    ncclguard::cli::AddProbeCommand,   ncclguard::cli::AddPeerCommand,
+    ncclguard::cli::AddRasCommand,     ncclguard::cli::AddControllerCommand,
 };
 
 }  // namespace

@@ -105,8 +105,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   long long collectives = 0;
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(run_seconds);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(run_seconds);
   while (std::chrono::steady_clock::now() < until) {
     Check(api.ncclGroupStart(), "ncclGroupStart");
     for (std::size_t d = 0; d < devices.size(); ++d) {

@@ -71,8 +71,9 @@ ras --count 2 --every 1s
   pass "the same counts twice: exit 1: $(tail -n1 <<<"$out")" || fail "stuck: exit $rc: $out"
 scenario 2.28 "behind 480"
 (sleep 0.5 && scenario 2.28 "behind 490") &
+mover=$!
 ras --count 2 --every 1s --text
-wait
+wait "$mover"
 [[ $rc == 0 && $out == *"moved since the previous report (a straggler, not a hang)"* ]] &&
   pass "counts that move: a straggler, exit 0" || fail "straggler: exit $rc: $out"
 
