@@ -249,7 +249,7 @@ validated_label() { k get node "$NODE_NAME" -o jsonpath='{.metadata.labels.ncclg
 probe_checks() {
   local start=$SECONDS
   helm upgrade ncclguard "$root/charts/ncclguard" -n "$ns" --reuse-values --set probe.enabled=true \
-    --set "probe.checks=$1" --set probe.ras.period=5s --set probe.ras.initGrace=0s \
+    --set "probe.checks=$1" --set probe.ras.period=5s --set probe.ras.timeout=2s --set probe.ras.initGrace=0s \
     --wait --timeout 180s >"$work/upgrade.log" 2>&1 ||
     { cat "$work/upgrade.log"; echo "FAIL: helm upgrade probe.checks=$1"; exit 1; }
   label_is() { [[ "$(validated_label)" == "$1" ]]; }
