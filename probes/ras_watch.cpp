@@ -280,7 +280,10 @@ std::vector<RasPodStanding> RasWatcher::Round() {
   }
 
   const std::vector<RasAnswer> answers =
-      queries.empty() ? std::vector<RasAnswer>{} : query_(queries, options_.timeout);
+      queries.empty() ? std::vector<RasAnswer>{}
+                      : query_(queries, options_.timeout,
+                               std::clamp<std::size_t>(options_.round_bytes / queries.size(),
+                                                       64 << 10, core::kMaxRasReportBytes));
   for (std::size_t q = 0; q < answers.size() && q < queried.size(); ++q) {
     RasPodStanding& s = standings[queried[q]];
     Memory& memory = memory_[s.uid];

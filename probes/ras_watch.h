@@ -40,6 +40,10 @@ struct RasWatchOptions {
   // (537 B a rank): at 100 jobs of 256 ranks a round reads 54 kB instead of 13.4 MB and takes 42
   // instead of 180 ms of the probe's CPU (BENCHMARKS.md, "RAS reads").
   bool json = false;
+  // What a round's answers may hold together (QueryRas keeps them until the round ends): each
+  // answer gets its share, between 64 KiB and core::kMaxRasReportBytes. A report cut at its share
+  // is read as far as it goes (a text report's DEAD and ERROR sections come first).
+  std::size_t round_bytes = 64 << 20;
   std::function<std::chrono::system_clock::time_point()> clock = std::chrono::system_clock::now;
   // After each round: what it saw and how long it took (the probe's metrics).
   std::function<void(const std::vector<RasPodStanding>&, double seconds)> on_round;
@@ -100,14 +104,16 @@ core::Json RasPodJson(const RasPodStanding& standing, const std::string& since);
 
 class RasWatcher {
  public:
+  // queries, the round's deadline, and the bytes each answer may keep.
   using Query = std::function<std::vector<RasAnswer>(const std::vector<RasQuery>&,
-                                                     std::chrono::milliseconds)>;
+                                                     std::chrono::milliseconds, std::size_t)>;
   RasWatcher(RasWatchOptions options, std::shared_ptr<RasDirectory> directory,
              Query query = DefaultQuery);
 
   static std::vector<RasAnswer> DefaultQuery(const std::vector<RasQuery>& queries,
-                                             std::chrono::milliseconds deadline) {
-    return QueryRas(queries, deadline);
+                                             std::chrono::milliseconds deadline,
+                                             std::size_t max_report_bytes) {
+    return QueryRas(queries, deadline, max_report_bytes);
   }
   // One round: list, query, judge, publish on change. Returns what it saw.
   std::vector<RasPodStanding> Round();

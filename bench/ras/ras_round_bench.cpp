@@ -342,9 +342,9 @@ Measured RunRow(const Row& row, const std::string& standin, int rounds, const fs
   ncclguard::probes::RasWatcher watcher(
       options, directory,
       [&](const std::vector<ncclguard::probes::RasQuery>& queries,
-          std::chrono::milliseconds deadline) {
+          std::chrono::milliseconds deadline, std::size_t max_report_bytes) {
         const auto start = std::chrono::steady_clock::now();
-        auto answers = ncclguard::probes::QueryRas(queries, deadline);
+        auto answers = ncclguard::probes::QueryRas(queries, deadline, max_report_bytes);
         query_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                 .count();

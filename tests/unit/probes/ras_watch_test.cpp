@@ -74,13 +74,16 @@ class RasWatch : public ::testing::Test {
     std::ofstream(proc_ / std::to_string(pid) / "cgroup")
         << "12:memory:/kubepods/besteffort/pod" << uid << "/0123abcd\n";
   }
-  probes::RasWatcher Watcher() {
+  probes::RasWatcher Watcher(std::size_t round_bytes = 64 << 20) {
     probes::RasWatchOptions options;
+    options.round_bytes = round_bytes;
     options.proc_root = proc_.string();
     options.clock = [this] { return now_; };
     return probes::RasWatcher(
         options, directory_,
-        [this](const std::vector<RasQuery>& queries, std::chrono::milliseconds deadline) {
+        [this](const std::vector<RasQuery>& queries, std::chrono::milliseconds deadline,
+               std::size_t max_report_bytes) {
+          max_report_bytes_.push_back(max_report_bytes);
           asked_.push_back(queries);
           EXPECT_EQ(deadline, std::chrono::milliseconds(10'000));
           std::vector<RasAnswer> answers;
@@ -100,6 +103,7 @@ class RasWatch : public ::testing::Test {
   fs::path proc_;
   std::shared_ptr<FakeDirectory> directory_;
   std::vector<std::vector<RasQuery>> asked_;
+  std::vector<std::size_t> max_report_bytes_;
   std::vector<RasAnswer> next_;
   std::chrono::system_clock::time_point now_ = kRasNow;
 };
@@ -118,7 +122,8 @@ TEST_F(RasWatch, QueriesEachReaderPodInItsOwnNetworkNamespaceAndPublishesOnChang
   EXPECT_EQ(asked_[0][0].port, 28028);
   EXPECT_EQ(asked_[0][1].netns, (proc_ / "4343" / "ns" / "net").string());
   EXPECT_EQ(asked_[0][1].port, 29028);
-  EXPECT_EQ(asked_[0][0].server_timeout_s, 9);  // RAS's own wait ends before ours
+  EXPECT_EQ(asked_[0][0].server_timeout_s, 9);                // RAS's own wait ends before ours
+  EXPECT_EQ(max_report_bytes_[0], core::kMaxRasReportBytes);  // 2 answers: each its full 4 MiB
   ASSERT_EQ(directory_->published.size(), 1u);
   const Json& first = directory_->published[0]["pods"][0];
   EXPECT_EQ(first["pod"], "a-0");
@@ -149,6 +154,19 @@ TEST_F(RasWatch, APodsProcessIsKeptAcrossRoundsAndLookedForAgainWhenItGoes) {
   fs::remove_all(proc_ / "4242");
   watcher.Round();
   EXPECT_EQ(asked_.back()[0].netns, (proc_ / "1000" / "ns" / "net").string());
+}
+
+TEST_F(RasWatch, ARoundsAnswersShareItsBudget) {
+  directory_->pods = {Pod("a-0"), Pod("b-0"), Pod("c-0")};
+  AddProcess(1, "a-0");
+  AddProcess(2, "b-0");
+  AddProcess(3, "c-0");
+  auto watcher = Watcher(3 << 20);
+  watcher.Round();
+  EXPECT_EQ(max_report_bytes_.back(), std::size_t{1} << 20);  // 3 MiB over 3 answers
+  auto small = Watcher(100 << 10);
+  small.Round();
+  EXPECT_EQ(max_report_bytes_.back(), std::size_t{64} << 10);  // never under 64 KiB
 }
 
 TEST_F(RasWatch, AStuckCollectiveTakesTwoReportsAndAMovingOneIsAStraggler) {
