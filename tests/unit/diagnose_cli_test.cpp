@@ -51,6 +51,37 @@ TEST(DiagnoseCli, AHangRightAfterConnectingOverEfaLinksTheSecurityGroupSection) 
   EXPECT_EQ(findings[1]["id"], "nccl-watchdog-timeout");
 }
 
+// Saved NCCL RAS reports (guide section 9, rendered by tests/ras_standin from NCCL's format
+// strings): two `verbose status` answers of 2.26 a loop apart with the same counts, and the JSON
+// of `ncclras -f json` of 2.28 (its "OK" first, a missing rank's comma missing as 2.28.9 prints
+// it).
+TEST(DiagnoseCli, SavedRasReportsNameTheStuckAndTheDeadRank) {
+  const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("ras-stuck-nccl2.26.log"),
+                         LogFixturePath("ras-dead-nccl2.28.log")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const core::Json findings = core::Json::parse(r.out);
+  ASSERT_EQ(findings.size(), 2u) << r.out;
+  EXPECT_EQ(findings[0]["id"], "ras-process-dead");
+  EXPECT_NE(findings[0]["message"].get<std::string>().find("rank 6 (GPU 2, PID 4006, 10.1.0.7)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(findings[1]["id"], "ras-collective-stuck");
+  EXPECT_NE(findings[1]["message"].get<std::string>().find("RAS reports at lines 2 and 31"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(findings[1]["message"].get<std::string>().find("behind: rank 5 (GPU 1, PID 4005"),
+            std::string::npos)
+      << r.out;
+  for (const core::Json& f : findings) {
+    EXPECT_NE(f["guide"].get<std::string>().find("#nccl-ras"), std::string::npos);
+  }
+  // One of the two answers alone: nothing stuck yet.
+  const std::string both = ReadFile(LogFixturePath("ras-stuck-nccl2.26.log"));
+  const auto once = RunCli({"diagnose", "-"}, both.substr(0, both.find("$ sleep 30")));
+  EXPECT_EQ(once.exit_code, 0) << once.out << once.err;
+  EXPECT_NE(once.out.find("0 findings in 1 log"), std::string::npos) << once.out;
+}
+
 TEST(DiagnoseCli, JsonIsAnArrayOfFindingsWithTheirFields) {
   const auto r = RunCli({"diagnose", "-o", "json", LogFixturePath("rank0-peer-closed.log"),
                          LogFixturePath("rank1-oom.log")});
