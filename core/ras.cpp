@@ -634,6 +634,7 @@ struct RasReader::State {
   ras_reading::JsonDepth depth;
   bool json_cut = false;
   std::uint64_t start = 0;
+  bool started = false;  // the line just fed started a report
   std::vector<RasReport> reports;
   std::vector<std::uint64_t> starts;
 
@@ -745,6 +746,7 @@ struct RasReader::State {
   }
 
   void Begin(Mode next) {
+    started = true;
     mode = next;
     bytes = 0;
     start = line;
@@ -759,7 +761,11 @@ RasReader& RasReader::operator=(RasReader&& other) noexcept {
   return *this;
 }
 
-void RasReader::Feed(std::string_view line) { state_->Feed(line); }
+bool RasReader::Feed(std::string_view line) {
+  state_->started = false;
+  state_->Feed(line);
+  return state_->started;
+}
 
 std::vector<RasReport> RasReader::Finish() {
   state_->End(false);

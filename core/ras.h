@@ -87,7 +87,9 @@ class RasReader {
   ~RasReader();
   RasReader(RasReader&&) noexcept;
   RasReader& operator=(RasReader&&) noexcept;
-  void Feed(std::string_view line);  // one line, without its end
+  // One line, without its end; true when it starts a report (one Finish may drop: a JSON object
+  // that turns out not to be RAS's).
+  bool Feed(std::string_view line);
   // Ends the stream (a report cut short is kept, marked truncated) and hands the reports over.
   std::vector<RasReport> Finish();
   // The 1-based line each report returned by Finish started on.

@@ -94,8 +94,15 @@ class RasReportLog final : public LogMatcher {
   static constexpr std::string_view kDiagnosis = kProcessDead;
 
   void Feed(const LogLine& line) override {
-    if (line.source >= readers_.size()) readers_.resize(line.source + 1);
-    readers_[line.source].Feed(line.text);
+    if (line.source >= readers_.size()) {
+      readers_.resize(line.source + 1);
+      start_lines_.resize(line.source + 1);
+    }
+    if (!readers_[line.source].Feed(line.text)) return;
+    // The line a report starts on is its evidence: kept redacted, the newest kept.
+    auto& starts = start_lines_[line.source];
+    starts.emplace(line.number, RedactLine(line.text));
+    if (starts.size() > kKeptStartLines) starts.erase(starts.begin());
   }
 
   std::vector<LogFinding> Finish(const LogScanView& scan) const override {
@@ -123,8 +130,14 @@ class RasReportLog final : public LogMatcher {
                            scan.Sources()[source].name + ", " + where + version + ": " +
                                BoundedSummary(verdict.summary),
                            {}};
-        finding.evidence.push_back(
-            {source, starts[i], RedactLine(BoundedSummary(verdict.summary))});
+        const auto evidence = [&](std::uint64_t at) {
+          const auto kept = start_lines_[source].find(at);
+          if (kept != start_lines_[source].end()) {
+            finding.evidence.push_back({source, at, kept->second});
+          }
+        };
+        if (verdict.health == core::RasHealth::CollectiveStuck) evidence(starts[i - 1]);
+        evidence(starts[i]);
         latest.insert_or_assign(id, std::move(finding));
       }
       for (auto& [id, finding] : latest) findings.push_back(std::move(finding));
@@ -140,7 +153,10 @@ class RasReportLog final : public LogMatcher {
                                                : summary.substr(0, kMaxEvidenceBytes - 3) + "...";
   }
 
+  // More than the reader keeps reports (core::kMaxRasReports): starts of what was no report too.
+  static constexpr std::size_t kKeptStartLines = 4 * core::kMaxRasReports;
   mutable std::vector<core::RasReader> readers_;
+  std::vector<std::map<std::uint64_t, std::string>> start_lines_;  // by source: line -> text
 };
 NCCLGUARD_REGISTER(RasReportLog);
 
