@@ -36,25 +36,13 @@ struct RasOptions {
 
 probes::RasQuery QueryOf(const RasOptions& options) {
   probes::RasQuery query;
-  const std::size_t colon = options.address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == options.address.size()) {
-    throw core::InputError("--address " + options.address + ": expected HOST:PORT");
+  const auto address = probes::ParseRasAddress(options.address);
+  if (!address) {
+    throw core::InputError("--address " + options.address +
+                           ": expected HOST:PORT with a port of 1-65535");
   }
-  std::string host = options.address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  int port = 0;
-  try {
-    port = std::stoi(options.address.substr(colon + 1));
-  } catch (const std::exception&) {
-    port = 0;
-  }
-  if (port < 1 || port > 65535) {
-    throw core::InputError("--address " + options.address + ": the port must be 1-65535");
-  }
-  query.host = host;
-  query.port = static_cast<std::uint16_t>(port);
+  query.host = address->first;
+  query.port = address->second;
   query.netns = options.netns;
   query.json = !options.text;
   return query;

@@ -153,13 +153,22 @@ bool ManagedJob(const Caches& caches, const JobKey& key) {
 
 // The jobs of the reader pods a NodeValidation's status.ras names (controllers::JobKeysForPod of
 // each pod in the cache).
+// A NodeValidation's status.ras, or null; looked up in place (every probe report passes here).
+const Json* RasOf(const Json* validation) {
+  if (validation == nullptr || !validation->is_object()) return nullptr;
+  const auto status = validation->find("status");
+  if (status == validation->end() || !status->is_object()) return nullptr;
+  const auto ras = status->find("ras");
+  return ras != status->end() ? &*ras : nullptr;
+}
+
 std::vector<JobKey> RasReaderJobs(const Caches& caches, const Json& validation) {
   std::vector<JobKey> keys;
-  const Json status = FieldOrNull(&validation, "status");
-  const Json ras = FieldOrNull(&status, "ras");
-  const Json pods = FieldOrNull(&ras, "pods");
-  if (!pods.is_array()) return keys;
-  for (const Json& entry : pods) {
+  const Json* ras = RasOf(&validation);
+  if (ras == nullptr || !ras->is_object()) return keys;
+  const auto pods = ras->find("pods");
+  if (pods == ras->end() || !pods->is_array()) return keys;
+  for (const Json& entry : *pods) {
     if (!entry.is_object()) continue;
     const kube::CachedObject pod = caches.pods().Get(kube::ObjectKey(
         controllers::StringField(entry, "namespace"), controllers::StringField(entry, "pod")));
@@ -208,9 +217,10 @@ ControllerSpec<JobKey> TrainingJobController(const Caches& caches, const PolicyS
       {&caches.node_validations(),
        [&caches](const Json& validation) { return RasReaderJobs(caches, validation); },
        [](const Change& change) {
-         const Json before = FieldOrNull(change.old_object, "status");
-         const Json after = FieldOrNull(change.new_object, "status");
-         return FieldOrNull(&before, "ras") != FieldOrNull(&after, "ras");
+         const Json* before = RasOf(change.old_object);
+         const Json* after = RasOf(change.new_object);
+         if (before == nullptr || after == nullptr) return before != after;
+         return *before != *after;
        },
        false, kPodChangeCoalesce});
   // A node's change wakes the held jobs its instance type's count can release, not every held

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -548,6 +549,22 @@ class RasSession {
 };
 
 }  // namespace
+
+std::optional<std::pair<std::string, std::uint16_t>> ParseRasAddress(std::string_view address) {
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned port = 0;
+  const std::string_view digits = address.substr(colon + 1);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (error != std::errc() || end != digits.data() + digits.size() || port == 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string(host), static_cast<std::uint16_t>(port));
+}
 
 std::string_view RasAnswerStatusName(RasAnswerStatus status) {
   switch (status) {

@@ -17,8 +17,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/ras.h"
@@ -29,6 +31,11 @@ namespace ncclguard::probes {
 inline constexpr std::uint16_t kRasPort = 28028;
 // A protocol line (SERVER PROTOCOL, OK, ERROR) longer than this is not RAS.
 inline constexpr std::size_t kMaxRasProtocolLine = 4096;
+
+// NCCL_RAS_ADDR's form, "host:port" or "[v6]:port" (NCCL takes the last colon as the port's):
+// the host without brackets and the port; nullopt when there is no colon or the port is not
+// 1-65535.
+std::optional<std::pair<std::string, std::uint16_t>> ParseRasAddress(std::string_view address);
 
 struct RasQuery {
   // A /proc/PID/ns/net path to connect from (a pod's namespace, where its localhost is);

@@ -93,21 +93,10 @@ RasEndpoint RasEndpointOf(const core::Json& pod) {
       const std::string value = Str(var, "value");
       if (name == "NCCL_RAS_ENABLE" && value == "0") endpoint.disabled = true;
       if (name != "NCCL_RAS_ADDR" || value.empty()) continue;
-      // host:port, [v6]:port; NCCL takes the last colon as the port's.
-      const std::size_t colon = value.rfind(':');
-      if (colon == std::string::npos) continue;
-      std::string host = value.substr(0, colon);
-      if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-      }
-      unsigned port = 0;
-      const std::string_view digits = std::string_view(value).substr(colon + 1);
-      const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-      if (error != std::errc() || end != digits.data() + digits.size() || port == 0 ||
-          port > 65535) {
-        continue;
-      }
-      endpoint.port = static_cast<std::uint16_t>(port);
+      const auto address = ParseRasAddress(value);
+      if (!address) continue;
+      const auto& [host, port] = *address;
+      endpoint.port = port;
       if (!host.empty() && host != "localhost") endpoint.host = host;
     }
   }
