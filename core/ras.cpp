@@ -14,8 +14,9 @@
 namespace ncclguard::core {
 namespace {
 
-constexpr std::size_t kMaxRasJsonDepth = 16;   // NCCL's report nests 5 deep
-constexpr std::size_t kMaxRasValueBytes = 64;  // an address, a GPU list, an error's name
+constexpr std::size_t kMaxRasJsonDepth = 16;     // NCCL's report nests 5 deep
+constexpr std::size_t kMaxRasValueBytes = 64;    // an address, a GPU list, an error's name
+constexpr std::size_t kMaxRasSummaryGroups = 4;  // count groups a summary names
 
 bool StartsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
@@ -581,6 +582,7 @@ RasReport FromJson(const Json& root) {
         }
       }
       SortGroups(m);
+      if (m.groups.size() > kMaxRasEntries) m.groups.resize(kMaxRasEntries);
       if (report.mismatches.size() < kMaxRasEntries) report.mismatches.push_back(std::move(m));
     }
   }
@@ -845,11 +847,17 @@ std::vector<RasProcess> Head(const std::vector<RasProcess>& list) {
           list.begin() + static_cast<std::ptrdiff_t>(std::min(list.size(), kMaxRasVerdictRanks))};
 }
 
+// The groups by count, the highest first; past kMaxRasSummaryGroups, how many more (a summary
+// goes into status.ras and a condition: it stays short whatever the report).
 std::string Groups(const RasMismatch& m) {
   std::string out;
-  for (const auto& [count, op] : m.groups) {
+  for (std::size_t i = 0; i < m.groups.size() && i < kMaxRasSummaryGroups; ++i) {
+    const auto& [count, op] = m.groups[i];
     out += (out.empty() ? "" : ", ") + Plural(static_cast<std::size_t>(count), "rank", "ranks") +
            " at operation " + std::to_string(op);
+  }
+  if (m.groups.size() > kMaxRasSummaryGroups) {
+    out += " and " + Plural(m.groups.size() - kMaxRasSummaryGroups, "other count", "other counts");
   }
   return out;
 }

@@ -46,7 +46,7 @@ struct RasProcess {
 struct RasMismatch {
   std::string communicator;  // its hash, as RasProcess::communicator
   std::string collective;    // "AllReduce"; "" before 2.26 (one count for all)
-  // (ranks, operation) per group, highest operation first.
+  // (ranks, operation) per group, highest operation first; at most kMaxRasEntries (the highest).
   std::vector<std::pair<std::int64_t, std::int64_t>> groups;
   std::vector<RasProcess> behind;  // the ranks below the highest count that RAS named
   friend bool operator==(const RasMismatch&, const RasMismatch&) = default;

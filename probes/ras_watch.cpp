@@ -173,7 +173,7 @@ core::Json RasPodJson(const RasPodStanding& standing, const std::string& since) 
   if (standing.verdict) {
     const core::RasVerdict& v = *standing.verdict;
     entry["health"] = std::string(core::RasHealthName(v.health));
-    entry["summary"] = v.summary;
+    entry["summary"] = v.summary.substr(0, 4000);  // the CRD's maxLength is 4096
     if (v.straggler) entry["straggler"] = true;
     core::Json ranks = core::Json::array();
     for (const core::RasProcess& p : v.ranks) {

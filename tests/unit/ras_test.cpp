@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/ras.h"
 #include "ras_render.h"
 #include "tests/unit/resource_bound.h"
@@ -518,6 +519,32 @@ TEST(RasHostile, AnEndlessLineIsBounded) {
   EXPECT_TRUE(run.finished) << "signal " << run.signal << " after " << run.cpu_seconds
                             << " s of CPU";
   EXPECT_EQ(run.result, "1 cut");
+}
+
+// Every rank at its own count, twice (a stuck collective as JSON can say it of 20,000 ranks):
+// the groups kept and the verdict's summary stay short enough for status.ras and a condition.
+TEST(RasHostile, ThousandsOfDistinctCountsKeepTheSummaryShort) {
+  core::Json ranks = core::Json::array();
+  for (int i = 0; i < 20000; ++i) {
+    ranks.push_back({{"rank", i},
+                     {"host", "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250)},
+                     {"pid", i},
+                     {"cuda_dev", 0},
+                     {"status", {{"init_state", 0}, {"async_error", 0}}},
+                     {"collective_counts", {{"AllReduce", i}}}});
+  }
+  const std::string report =
+      core::Json{{"nccl_version", "2.29.1"},
+                 {"communicators", {{{"hash", "0x1"}, {"ranks", ranks}, {"missing_ranks", {}}}}}}
+          .dump();
+  const auto reports = core::ReadRasReports(report + "\n" + report + "\n");
+  ASSERT_EQ(reports.size(), 2u);
+  ASSERT_EQ(reports[1].mismatches.size(), 1u);
+  EXPECT_EQ(reports[1].mismatches[0].groups.size(), core::kMaxRasEntries);
+  const core::RasVerdict verdict = core::JudgeRas(reports[1], &reports[0]);
+  EXPECT_EQ(verdict.health, core::RasHealth::CollectiveStuck);
+  EXPECT_LT(verdict.summary.size(), 1024u) << verdict.summary.substr(0, 200);
+  EXPECT_NE(verdict.summary.find("and 252 other counts"), std::string::npos) << verdict.summary;
 }
 
 TEST(RasHostile, BinaryGarbageIsNoReport) {
