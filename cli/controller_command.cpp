@@ -422,6 +422,11 @@ int RunController(const ControllerOptions& options) {
     manager_options.gate_ready = [server = webhook.server.get()](core::GateLookup lookup) {
       server->UseGate(std::move(lookup));
     };
+    // And pins a job's later pods to the image digests its first pods ran.
+    manager_options.image_pins_ready = [server =
+                                            webhook.server.get()](core::ImagePinLookup lookup) {
+      server->UseImagePins(std::move(lookup));
+    };
   }
   const kube::StopToken stop;
   signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {

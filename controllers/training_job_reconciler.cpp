@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/gate.h"
 #include "core/guide.h"
+#include "core/image_pin.h"
 #include "core/reason.h"
 #include "core/rendezvous.h"
 
@@ -350,6 +351,7 @@ class JobReconcile {
   void DiagnoseFailures(const GateVerdict* held) {
     const std::vector<Json> pods =
         view_.PodsWithLabel(key_.namespace_, info_.pod_job_label, key_.name);
+    RecordImageDigests(pods);
     std::vector<Json> events = job_events_;
     std::map<std::string, Json, std::less<>> validations;
     for (const Json& pod : pods) {
@@ -415,6 +417,34 @@ class JobReconcile {
       SetCondition({std::string(core::kDiagnosisCondition), "False", "Resolved",
                     "enough validated nodes; the ncclguard gate released the job", std::nullopt});
     }
+  }
+
+  // The image pin (core/image_pin.h): the digests the job's first pods run, recorded on the job
+  // for the webhook to pin its later pods to. The patch names the version it was worked out
+  // from: a cache that has not seen a record yet gets a Conflict and reads again, never
+  // overwriting a record with a later pod's digest.
+  void RecordImageDigests(const std::vector<Json>& pods) {
+    std::vector<core::ImagePin> recorded;
+    if (const auto annotation = Annotation(job_, core::kImageDigestsAnnotation)) {
+      try {
+        recorded = core::ReadImagePins(*annotation);
+      } catch (const core::InputError& e) {
+        Event("Warning", "ImageDigestsUnreadable", "PinImages",
+              "annotation " + std::string(core::kImageDigestsAnnotation) + " is unreadable (" +
+                  e.what() +
+                  "); ncclguard records the digests the job's pods run anew \u2014 see " +
+                  Link(policy_, "nccl-version"));
+      }
+    }
+    const auto next = core::RecordImagePins(recorded, pods);
+    if (!next) return;
+    Json patch = Json::object();
+    patch["metadata"]["annotations"][std::string(core::kImageDigestsAnnotation)] =
+        next->empty() ? Json(nullptr) : Json(core::WriteImagePins(*next));
+    if (const std::string version = Meta(job_, "resourceVersion"); !version.empty()) {
+      patch["metadata"]["resourceVersion"] = version;
+    }
+    digests_ = MergePatch{ref_, false, std::move(patch)};
   }
 
   // NCCL's RAS (guide section 9): one running pod of the job carries the reader label, which the
@@ -521,6 +551,7 @@ class JobReconcile {
     // let go (Run ungates the pods of a job that is not pending).
     for (MergePatch& p : pod_releases_) result_.actions.push_back(std::move(p));
     if (release_) result_.actions.push_back(std::move(*release_));
+    if (digests_) result_.actions.push_back(std::move(*digests_));
     // The status patch carries the resourceVersion it was computed from (a Conflict means the job
     // changed: read again; after a release the executor sends it with the version the release
     // made). A release whose condition was lost (a Conflict, the answer lost, a restart) is
@@ -557,6 +588,7 @@ class JobReconcile {
   std::optional<MergePatch> release_;
   bool release_only_ = false;  // the release is this reconcile's one write to the job
   std::vector<MergePatch> pod_releases_;
+  std::optional<MergePatch> digests_;  // the image pin's record (RecordImageDigests)
   std::vector<RecordEvent> events_;
   bool status_changed_ = false;
   ReconcileResult result_;

@@ -41,6 +41,11 @@ inline constexpr std::string_view kPeerGroupLabel = "ncclguard.io/peer-group";
 // On the one pod of a running job whose network namespace the probe on its node reads NCCL's RAS
 // from ("true"; the controller picks it, core/ras.h): one RAS query per job per interval.
 inline constexpr std::string_view kRasReaderLabel = "ncclguard.io/ras-reader";
+// On a managed job: the image digest each container of its first pods ran (core/image_pin.h), a
+// JSON object by container name; the webhook pins the job's later pods to it.
+inline constexpr std::string_view kImageDigestsAnnotation = "ncclguard.io/image-digests";
+// On a namespace: "pin", "warn" or "off", overriding the NcclPolicy's spec.imagePin there.
+inline constexpr std::string_view kImagePinNamespaceLabel = "ncclguard.io/image-pin";
 // On the rendezvous Service the controller makes: the job's MASTER_ADDR.
 inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-addr";
 // On a diagnosis' Event: the diagnosis id (kebab-case), since the reason is its UpperCamelCase
@@ -58,7 +63,7 @@ inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
 inline constexpr std::string_view kPolicyReportManager = "ncclguard.io/audit";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 17> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 19> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -74,7 +79,9 @@ inline constexpr std::array<std::string_view, 17> kContractNames{kApiVersion,
                                                                  kModeNamespaceLabel,
                                                                  kPolicyReportManager,
                                                                  kPeerGroupLabel,
-                                                                 kRasReaderLabel};
+                                                                 kRasReaderLabel,
+                                                                 kImageDigestsAnnotation,
+                                                                 kImagePinNamespaceLabel};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

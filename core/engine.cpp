@@ -82,7 +82,7 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
     if (policy.EffectiveLevel(info.id, info.action) != Level::Fix) continue;
     for (std::size_t t = 0; t < workload->templates.size(); ++t) {
       RuleReport report(working);
-      rule->CheckTemplate({working, *workload, facts[t], policy}, report);
+      rule->CheckTemplate({working, *workload, facts[t], policy, options.image_pins}, report);
       Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
       if (report.plan().empty()) continue;
       report.plan().ApplyTo(working, result.patch);
@@ -103,7 +103,8 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
       rule->CheckJob({working, *workload, facts, policy}, report);
     } else {
       for (const TemplateFacts& template_facts : facts) {
-        rule->CheckTemplate({working, *workload, template_facts, policy}, report);
+        rule->CheckTemplate({working, *workload, template_facts, policy, options.image_pins},
+                            report);
       }
     }
     Collect(*rule, level, ref, policy, report.violations(), result.findings);

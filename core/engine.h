@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/finding.h"
+#include "core/image_pin.h"
 #include "core/json.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
@@ -18,6 +19,9 @@ struct EvaluateOptions {
   bool check_rules = true;
   // Where a TrainJob's runtime is found (core/trainjob.h); none: it is judged by itself.
   RuntimeLookup runtimes{};
+  // The digests recorded for a Pod's job (core/image_pin.h): what rules image-pin and
+  // image-unpinned read; null where no cluster is known (the CLI) or the pod has no job.
+  const JobImagePins* image_pins = nullptr;
 };
 
 struct Evaluation {

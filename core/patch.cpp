@@ -26,6 +26,13 @@ Json AddOperation(std::string path, Json value) {
   return op;
 }
 
+// {"op": "replace", "path": path, "value": value}, built as AddOperation builds its own.
+Json ReplaceOperation(std::string path, Json value) {
+  Json op = AddOperation(std::move(path), std::move(value));
+  op["op"] = "replace";
+  return op;
+}
+
 }  // namespace
 
 PatchPlan::Created* PatchPlan::CreatedContaining(const JsonPointer& at, JsonPointer& relative) {
@@ -97,6 +104,13 @@ void PatchPlan::Append(const JsonPointer& at, Json item) {
     created->value[relative].push_back(std::move(item));
 }
 
+void PatchPlan::Replace(const JsonPointer& at, Json value) {
+  if (at.empty() || FindIn(*base_, at) == nullptr) {
+    throw std::logic_error("PatchPlan::Replace: " + at.to_string() + " is not in the object");
+  }
+  Record(ReplaceOperation(at.to_string(), value), {at.parent_pointer(), at.back(), false});
+}
+
 void PatchPlan::Record(Json op, Target target) {
   ops_.push_back(std::move(op));
   try {
@@ -112,7 +126,7 @@ void PatchPlan::ApplyTo(Json& working, Json& patch) {
     Json& op = ops_[i];
     const Target& target = targets_[i];
     Json* parent = working.contains(target.parent) ? &working.at(target.parent) : nullptr;
-    const Json& value = op.back();  // AddOperation's last member
+    const Json& value = op.back();  // AddOperation's (and ReplaceOperation's) last member
     if (parent != nullptr && !target.append && parent->is_object()) {
       // A new member without ordered_json's growth of the object, which copies every member
       // with its subtree (adding spec.subdomain would copy the whole pod spec).

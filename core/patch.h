@@ -24,6 +24,9 @@ class PatchPlan {
   // Appends `item` to the list at `at`, creating the list and its parents when absent; a value
   // there that is not a list is an InputError.
   void Append(const JsonPointer& at, Json item);
+  // Replaces the value at `at`, which the object the plan was made over must hold (else
+  // std::logic_error): a fix that rewrites a field (an image pinned to its digest).
+  void Replace(const JsonPointer& at, Json value);
 
   const std::vector<Json>& ops() const { return ops_; }
   bool empty() const { return ops_.empty(); }

@@ -314,9 +314,10 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
     if (spec.IsNull()) return base;
     RequireMap(spec, "spec");
   }
-  CheckKeys(spec, "spec",
-            {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType",
-             "instanceTypes", "rules", "gate", "rendezvousPort", "rasReads", "mode", "audit"});
+  CheckKeys(
+      spec, "spec",
+      {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType", "instanceTypes",
+       "rules", "gate", "rendezvousPort", "rasReads", "imagePin", "mode", "audit"});
   Policy policy = base;
   try {
     if (spec["guideBaseURL"]) {
@@ -390,6 +391,13 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
     }
     if (spec["rasReads"]) {
       policy.ras_reads = Scalar<bool>(spec["rasReads"], "spec.rasReads", "true or false");
+    }
+    if (spec["imagePin"]) {
+      const std::string pin = Utf8String(spec["imagePin"], "spec.imagePin", "pin, warn or off");
+      const std::optional<PinMode> parsed = ParsePinMode(pin);
+      if (!parsed)
+        throw PolicyError("spec.imagePin: expected pin, warn or off, got \"" + pin + "\"");
+      policy.image_pin = *parsed;
     }
   } catch (const YAML::Exception& e) {
     throw PolicyError(std::string("reading policy: ") + e.what());

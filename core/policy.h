@@ -8,6 +8,7 @@
 
 #include "core/finding.h"
 #include "core/hyperpod.h"
+#include "core/image_pin.h"
 #include "core/json.h"
 
 namespace ncclguard::core {
@@ -115,6 +116,9 @@ struct Policy {
   // Whether the controller marks one pod of each running job as its RAS reader, which the probe
   // on that pod's node queries (core/ras.h): false stops NCCL's RAS from being read at all.
   bool ras_reads = true;
+  // What the webhook does with a job's recorded image digest (core/image_pin.h); a namespace's
+  // ncclguard.io/image-pin label overrides it (PinModeIn).
+  PinMode image_pin = PinMode::Pin;
   // The cluster's mode; a namespace's ncclguard.io/mode label overrides it (ModeIn).
   Mode mode = Mode::Enforce;
   AuditPolicy audit;

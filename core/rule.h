@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/finding.h"
+#include "core/image_pin.h"
 #include "core/json.h"
 #include "core/patch.h"
 #include "core/pod_spec.h"
@@ -33,6 +34,8 @@ struct TemplateContext {
   const Workload& workload;
   const TemplateFacts& facts;
   const Policy& policy;
+  // The digests recorded for the pod's job (the in-process webhook admitting a Pod), else null.
+  const JobImagePins* image_pins = nullptr;
 };
 
 // What a job-level rule sees: every template of the workload.

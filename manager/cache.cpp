@@ -6,7 +6,10 @@
 #include <stdexcept>
 
 #include "controllers/labels.h"
+#include "core/contract.h"
+#include "core/errors.h"
 #include "core/pod_spec.h"
+#include "log/log.h"
 #include "manager/manager.h"
 #include "manager/projections.h"
 
@@ -267,6 +270,62 @@ bool GateWouldRelease(const Caches& caches, const Json& job, const core::Policy&
   } catch (const std::exception&) {  // InputError, a JSON type error: held, and said why
     return false;
   }
+}
+
+std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& pod,
+                                              std::string_view namespace_,
+                                              core::PinMode policy_mode) {
+  try {
+    const kube::CachedObject ns = caches.namespaces().Get(std::string(namespace_));
+    const Json* labels = nullptr;
+    if (ns != nullptr && ns->contains("metadata")) {
+      const Json& metadata = (*ns)["metadata"];
+      if (metadata.is_object() && metadata.contains("labels")) labels = &metadata["labels"];
+    }
+    const core::PinMode mode = core::PinModeIn(policy_mode, labels);
+    if (mode == core::PinMode::Off) return std::nullopt;
+    // Every kind whose operator labels its pods so: a TrainJob's pods carry its JobSet's label.
+    for (const core::KindInfo& info : core::ManagedKinds()) {
+      const auto name = controllers::Label(pod, info.pod_job_label);
+      if (!name || name->empty()) continue;
+      kube::CachedObject job;
+      try {
+        job = caches.Job(info.kind).Get(kube::ObjectKey(std::string(namespace_), *name));
+      } catch (const std::out_of_range&) {
+        continue;  // a kind no enabled controller watches
+      }
+      if (job == nullptr) continue;
+      const auto annotation = controllers::Annotation(*job, core::kImageDigestsAnnotation);
+      if (!annotation) continue;
+      try {
+        return core::JobImagePins{mode, std::string(info.kind_name) + " " + *name,
+                                  core::ReadImagePins(*annotation)};
+      } catch (const core::InputError& e) {
+        log::Warn(
+            "image digests of a job unreadable; its pods are not pinned",
+            {{"job", std::string(info.kind_name) + " " + std::string(namespace_) + "/" + *name},
+             {"error", e.what()}});
+        return std::nullopt;
+      }
+    }
+  } catch (const std::exception& e) {
+    log::Warn("image pin lookup failed; the pod is not pinned", {{"error", e.what()}});
+  }
+  return std::nullopt;
+}
+
+std::optional<core::JobImagePins> WebhookSource::FindImagePins(const Json& pod,
+                                                               std::string_view namespace_,
+                                                               core::PinMode policy_mode) const {
+  std::shared_lock lock(mutex_);
+  if (caches_ == nullptr) return std::nullopt;
+  return ImagePinsIn(*caches_, pod, namespace_, policy_mode);
+}
+
+core::ImagePinLookup WebhookSource::ImagePins(std::shared_ptr<const WebhookSource> source) {
+  return [source = std::move(source)](const Json& pod, std::string_view ns, core::PinMode mode) {
+    return source->FindImagePins(pod, ns, mode);
+  };
 }
 
 std::optional<Json> WebhookSource::FindRuntime(const core::RuntimeRef& ref,

@@ -93,9 +93,15 @@ std::optional<core::Json> RuntimeIn(const Caches& caches, const core::RuntimeRef
 bool GateWouldRelease(const Caches& caches, const core::Json& job, const core::Policy& policy,
                       const core::RuntimeLookup& runtimes);
 
-// What the in-process webhook reads of the caches, which it may outlive: Trainer's runtimes and
-// the gate's count. Each call holds a lock that Detach, called before the caches go, waits for;
-// after it, nothing is found and nothing is released at once.
+// The image digests recorded for the job of `pod` (created in `namespace_`), in the mode in force
+// there (core/image_pin.h ImagePinLookup); an unreadable record is logged and pins nothing.
+std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const core::Json& pod,
+                                              std::string_view namespace_,
+                                              core::PinMode policy_mode);
+
+// What the in-process webhook reads of the caches, which it may outlive: Trainer's runtimes,
+// the gate's count and the jobs' recorded image digests. Each call holds a lock that Detach, called
+// before the caches go, waits for; after it, nothing is found and nothing is released at once.
 class WebhookSource {
  public:
   explicit WebhookSource(const Caches& caches) : caches_(&caches) {}
@@ -103,8 +109,12 @@ class WebhookSource {
                                         std::string_view namespace_) const;
   bool GateWouldRelease(const core::Json& job, const core::Policy& policy,
                         const core::RuntimeLookup& runtimes) const;
+  std::optional<core::JobImagePins> FindImagePins(const core::Json& pod,
+                                                  std::string_view namespace_,
+                                                  core::PinMode policy_mode) const;
   void Detach();
   static core::RuntimeLookup Runtimes(std::shared_ptr<const WebhookSource> source);
+  static core::ImagePinLookup ImagePins(std::shared_ptr<const WebhookSource> source);
   static core::GateLookup Gate(std::shared_ptr<const WebhookSource> source);
 
  private:

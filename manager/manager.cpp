@@ -68,6 +68,9 @@ class Manager::Impl final : public ModuleContext {
         std::make_unique<metrics::CollectorRegistration>(metrics_.registry(), state_);
     if (options_.runtimes_ready) options_.runtimes_ready(WebhookSource::Runtimes(webhook_source_));
     if (options_.gate_ready) options_.gate_ready(WebhookSource::Gate(webhook_source_));
+    if (options_.image_pins_ready) {
+      options_.image_pins_ready(WebhookSource::ImagePins(webhook_source_));
+    }
   }
 
   ~Impl() {
@@ -76,6 +79,7 @@ class Manager::Impl final : public ModuleContext {
     // Before the caches go: a lookup the webhook still holds finds nothing from here on.
     if (options_.runtimes_ready) options_.runtimes_ready({});
     if (options_.gate_ready) options_.gate_ready({});
+    if (options_.image_pins_ready) options_.image_pins_ready({});
     webhook_source_->Detach();
   }
 

@@ -62,6 +62,9 @@ struct ManagerOptions {
   // Given the gate's fast path (core/gate.h) over the caches once they exist, and an empty lookup
   // before they go: the in-process webhook admits a job unsuspended when its nodes are validated.
   std::function<void(core::GateLookup)> gate_ready;
+  // Given the jobs' recorded image digests over the caches once they exist (core/image_pin.h),
+  // and an empty lookup before they go: the in-process webhook pins a job's later pods.
+  std::function<void(core::ImagePinLookup)> image_pins_ready;
 };
 
 struct ManagerStats {

@@ -55,6 +55,8 @@ Json ProjectContainerStatuses(const Json& statuses) {
     Json kept = Json::object();
     CopyIfPresent(s, kept, "name");
     CopyIfPresent(s, kept, "image");
+    // The digest the container runs: the image pin's record and drift (core/image_pin.h).
+    CopyIfPresent(s, kept, "imageID");
     for (const char* which : {"state", "lastState"}) {
       if (const Json* state = Find(s, which)) {
         Json projected = ProjectState(*state);
@@ -114,6 +116,8 @@ kube::Projection PodProjection() {
       if (labels->contains(key)) job_labels[key] = (*labels)[key];
     }
     out["metadata"]["labels"] = std::move(job_labels);
+    // Which pod's digest is a job's image pin: the earliest created (core/image_pin.h).
+    if (m != nullptr) CopyIfPresent(*m, out["metadata"], "creationTimestamp");
     if (const Json* owners = m != nullptr ? Find(*m, "ownerReferences") : nullptr) {
       Json kept = Json::array();
       if (owners->is_array()) {
@@ -131,8 +135,8 @@ kube::Projection PodProjection() {
       // The pod-level gate (core/gate.h): whose scheduling gate the controller lifts.
       if (const Json* gates = Find(*spec, "schedulingGates"))
         out["spec"]["schedulingGates"] = *gates;
-      // Container names and their EFA requests: whose logs are read, and whether sockets in them
-      // are a fallback (controllers/pod_logs.h).
+      // Container names, images and their EFA requests: whose logs are read, whether sockets in
+      // them are a fallback (controllers/pod_logs.h), which image a digest is of.
       if (const Json* containers = Find(*spec, "containers");
           containers && containers->is_array()) {
         Json kept = Json::array();
@@ -140,6 +144,7 @@ kube::Projection PodProjection() {
           if (!c.is_object()) continue;
           Json o = Json::object();
           CopyIfPresent(c, o, "name");
+          CopyIfPresent(c, o, "image");  // the image pin (core/image_pin.h)
           const Json* resources = Find(c, "resources");
           for (const char* which : {"limits", "requests"}) {
             const Json* list = resources != nullptr ? Find(*resources, which) : nullptr;

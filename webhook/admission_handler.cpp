@@ -78,9 +78,10 @@ std::vector<core::Finding> NewSince(std::vector<core::Finding> findings,
 }
 
 // `gate`: the gate's fast path (AdmitOptions::gate), none in audit mode.
+// `pins`: the digests recorded for a Pod's job (AdmitOptions::image_pins), else null.
 AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workload,
                         const core::Policy& policy, const core::GateLookup& gate,
-                        const core::RuntimeLookup& runtimes) {
+                        const core::RuntimeLookup& runtimes, const core::JobImagePins* pins) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   if (request.operation != "CREATE") {
@@ -96,9 +97,9 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     core::Json gate_ops =
         gate_pod ? core::PodSchedulingGatePatch(request.object) : core::Json::array();
     // The validating webhook checks the fixed pod; here only the fixes are needed.
-    core::Evaluation evaluation =
-        core::Evaluate(std::move(request.object), workload, policy,
-                       {.pod_rules = true, .job_rules = false, .check_rules = false});
+    core::Evaluation evaluation = core::Evaluate(
+        std::move(request.object), workload, policy,
+        {.pod_rules = true, .job_rules = false, .check_rules = false, .image_pins = pins});
     const core::FreeJsonAtExit free_fixed(evaluation.fixed);
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     for (core::Json& op : gate_ops) evaluation.patch.push_back(std::move(op));
@@ -150,8 +151,8 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
 // came. The validating webhook says what the fixes would have been (counting them here too would
 // count a pod's twice).
 AdmissionOutcome AuditMutate(AdmissionRequest& request, const core::Workload& workload,
-                             const core::Policy& policy) {
-  AdmissionOutcome outcome = Mutate(request, workload, policy, {}, {});
+                             const core::Policy& policy, const core::JobImagePins* pins) {
+  AdmissionOutcome outcome = Mutate(request, workload, policy, {}, {}, pins);
   outcome.gate = GateDecision::None;
   if (outcome.result == AdmitResult::Patched) outcome.result = AdmitResult::Audited;
   outcome.response.patch = nullptr;
@@ -177,7 +178,8 @@ AdmissionOutcome Audited(AdmissionOutcome outcome, std::vector<core::Finding> fi
 }
 
 AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workload,
-                          const core::Policy& policy, const core::ObjectRef& ref, bool audit) {
+                          const core::Policy& policy, const core::ObjectRef& ref, bool audit,
+                          const core::JobImagePins* pins) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   const bool pod = workload.kind == core::WorkloadKind::Pod;
@@ -194,7 +196,7 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   // A runtime is the template of every TrainJob that names it: what its pods would get wrong is
   // said as warnings, never denied (the admin who installs it is not the one who trains).
   const bool runtime = !pod && !core::KindInfoOf(workload.kind).job;
-  const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod};
+  const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod, .image_pins = pins};
   core::Evaluation evaluation =
       core::Evaluate(std::move(request.object), workload, policy, options);
   const core::FreeJsonAtExit free_fixed(evaluation.fixed);
@@ -244,6 +246,24 @@ AdmissionOutcome Refuse(const AdmissionRequest& request, AdmitResult result, int
   return outcome;
 }
 
+// The digests recorded for the job of a Pod being created (the controller's caches), when any: a
+// lookup that fails pins nothing (the pod is admitted as the rules alone would).
+std::optional<core::JobImagePins> PinsOf(const AdmissionRequest& request,
+                                         const core::Workload& workload, const core::Policy& policy,
+                                         const AdmitOptions& options) {
+  if (!options.image_pins || workload.kind != core::WorkloadKind::Pod ||
+      request.operation != "CREATE") {
+    return std::nullopt;
+  }
+  try {
+    return options.image_pins(request.object, request.namespace_, policy.image_pin);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception&) {
+    return std::nullopt;  // the lookup says why in its own log (manager/cache.h)
+  }
+}
+
 // The workload is parsed once here and handed to the rules.
 AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core::Policy& policy,
                         const AdmitOptions& options, const core::ObjectRef& ref, bool audit) {
@@ -255,9 +275,13 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
   try {
     std::optional<core::Workload> workload = core::ParseWorkload(request.object, options.runtimes);
     if (!workload) return skipped;
-    if (endpoint == Endpoint::Validate) return Validate(request, *workload, policy, ref, audit);
-    return audit ? AuditMutate(request, *workload, policy)
-                 : Mutate(request, *workload, policy, options.gate, options.runtimes);
+    const std::optional<core::JobImagePins> pins = PinsOf(request, *workload, policy, options);
+    const core::JobImagePins* pinned = pins ? &*pins : nullptr;
+    if (endpoint == Endpoint::Validate) {
+      return Validate(request, *workload, policy, ref, audit, pinned);
+    }
+    return audit ? AuditMutate(request, *workload, policy, pinned)
+                 : Mutate(request, *workload, policy, options.gate, options.runtimes, pinned);
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());

@@ -11,6 +11,7 @@
 
 #include "core/finding.h"
 #include "core/gate.h"
+#include "core/image_pin.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "webhook/admission_review.h"
@@ -30,6 +31,10 @@ struct AdmitOptions {
   // The gate's fast path (core/gate.h): a managed job the gate would release now is admitted
   // unsuspended, ncclguard.io/gate=admitted. None: every managed job is held for the controller.
   core::GateLookup gate{};
+  // The image digests recorded for a Pod's job (core/image_pin.h; the controller's caches, for
+  // the in-process webhook): rule image-pin pins the pod's containers to them. None: nothing is
+  // pinned.
+  core::ImagePinLookup image_pins{};
 };
 
 // How a request ended, for logs and metrics. Audited: answered in audit mode, admitted unchanged

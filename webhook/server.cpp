@@ -224,6 +224,19 @@ WebhookServer::WebhookServer(ServerConfig config)
       return gate && (*gate)(job, policy, runtimes);
     };
   }
+  // And the jobs' image digests, once the controller's caches give them (UseImagePins).
+  if (!config_.admit.image_pins) {
+    config_.admit.image_pins = [this](const core::Json& pod, std::string_view ns,
+                                      core::PinMode mode) -> std::optional<core::JobImagePins> {
+      std::shared_ptr<const core::ImagePinLookup> pins;
+      {
+        std::lock_guard lock(state_mutex_);
+        pins = image_pins_;
+      }
+      if (!pins) return std::nullopt;
+      return (*pins)(pod, ns, mode);
+    };
+  }
 }
 
 WebhookServer::~WebhookServer() {
@@ -251,6 +264,12 @@ void WebhookServer::UseRuntimes(core::RuntimeLookup runtimes) {
   auto next = runtimes ? std::make_shared<const core::RuntimeLookup>(std::move(runtimes)) : nullptr;
   std::lock_guard lock(state_mutex_);
   runtimes_ = std::move(next);
+}
+
+void WebhookServer::UseImagePins(core::ImagePinLookup pins) {
+  auto next = pins ? std::make_shared<const core::ImagePinLookup>(std::move(pins)) : nullptr;
+  std::lock_guard lock(state_mutex_);
+  image_pins_ = std::move(next);
 }
 
 std::shared_ptr<const core::Policy> WebhookServer::CurrentPolicy() const {

@@ -80,6 +80,9 @@ class WebhookServer {
   // The gate's fast path from now on (the controller's count of validated nodes, core/gate.h);
   // an empty lookup: none, every managed job is held for the controller (the default).
   void UseGate(core::GateLookup gate);
+  // Where the jobs' recorded image digests are read from now on (the controller's caches,
+  // core/image_pin.h); an empty lookup: nowhere, nothing is pinned (the default).
+  void UseImagePins(core::ImagePinLookup pins);
   ~WebhookServer();
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
@@ -138,8 +141,9 @@ class WebhookServer {
   std::shared_ptr<const ServingCertificate> certificate_;
   std::shared_ptr<const core::Policy> policy_;
   bool policy_pushed_ = false;  // UsePolicy was called: the files no longer count
-  std::shared_ptr<const core::RuntimeLookup> runtimes_;  // UseRuntimes; guarded as the two above
-  std::shared_ptr<const core::GateLookup> gate_;         // UseGate; guarded as the two above
+  std::shared_ptr<const core::RuntimeLookup> runtimes_;     // UseRuntimes; guarded as the two above
+  std::shared_ptr<const core::GateLookup> gate_;            // UseGate; guarded as the two above
+  std::shared_ptr<const core::ImagePinLookup> image_pins_;  // UseImagePins; guarded as above
   FileWatch certificate_watch_;
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};
