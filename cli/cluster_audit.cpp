@@ -7,7 +7,11 @@
 #include <utility>
 
 #include "cli/exit_code.h"
+#include "controllers/training_job_reconciler.h"
+#include "core/catalog.h"
 #include "core/errors.h"
+#include "core/guide.h"
+#include "core/image_pin.h"
 #include "core/kinds.h"
 #include "core/policy_report.h"
 
@@ -20,6 +24,10 @@ std::string NamespaceOf(const core::Json& object) {
   const auto ns = metadata->find("namespace");
   return ns != metadata->end() && ns->is_string() ? ns->get<std::string>() : "";
 }
+
+// The running pods of one job run different digests of one image: the controller's diagnosis,
+// which `ncclguard audit` reports too.
+constexpr std::string_view kImageDriftId = "image-drift";
 
 }  // namespace
 
@@ -57,6 +65,7 @@ core::RuntimeLookup ClusterAudit::Runtimes() const {
 std::string ClusterAudit::Add(const core::Json& object) {
   const std::string ns = NamespaceOf(object);
   if (!scope_.Includes(ns, policy_.audit)) return "";
+  if (object.value("kind", "") == "Pod") KeepJobPod(object);
   std::optional<core::ObjectAudit> audit;
   try {
     audit = core::AuditObject(object, policy_, Runtimes());
@@ -68,10 +77,17 @@ std::string ClusterAudit::Add(const core::Json& object) {
     return output_ == AuditOutput::Text ? line + "\n" : "";
   }
   if (!audit) return "";
+  Count(*audit);
+  if (output_ == AuditOutput::Text) return FormatObjectAudit(*audit);
+  audits_[ns].push_back(std::move(*audit));
+  return "";
+}
+
+void ClusterAudit::Count(const core::ObjectAudit& audit) {
   ++counts_.objects;
-  namespaces_.insert(ns);
-  if (audit->findings.empty()) ++counts_.pass;
-  for (const core::AuditFinding& finding : audit->findings) {
+  namespaces_.insert(audit.object.namespace_);
+  if (audit.findings.empty()) ++counts_.pass;
+  for (const core::AuditFinding& finding : audit.findings) {
     switch (finding.result) {
       case core::AuditResult::Pass:
         ++counts_.pass;
@@ -84,14 +100,61 @@ std::string ClusterAudit::Add(const core::Json& object) {
         break;
     }
   }
-  if (output_ == AuditOutput::Text) return FormatObjectAudit(*audit);
-  audits_[ns].push_back(std::move(*audit));
-  return "";
+}
+
+void ClusterAudit::KeepJobPod(const core::Json& pod) {
+  const auto status = pod.find("status");
+  const std::string phase =
+      status != pod.end() && status->is_object() ? status->value("phase", "") : "";
+  if (phase != "Running" && phase != "Pending") return;
+  const std::vector<controllers::JobKey> keys = controllers::JobKeysForPod(pod);
+  if (keys.empty()) return;
+  job_pods_[{static_cast<int>(keys.front().kind), keys.front().namespace_, keys.front().name}]
+      .push_back(core::PodImageView(pod));
+}
+
+void ClusterAudit::AuditImageDrift(std::ostream* text) {
+  for (auto& [key, pods] : job_pods_) {
+    const std::vector<std::string> lines = core::ImageDrift(pods);
+    pods.clear();
+    if (lines.empty()) continue;
+    const auto kind = static_cast<core::WorkloadKind>(std::get<0>(key));
+    const core::KindInfo& info = core::KindInfoOf(kind);
+    core::ObjectAudit audit;
+    audit.object = core::ObjectRef{.api_version = std::string(info.api_version),
+                                   .kind = std::string(info.kind_name),
+                                   .namespace_ = std::get<1>(key),
+                                   .name = std::get<2>(key),
+                                   .uid = "",
+                                   .resource = std::string(info.resource)};
+    const core::CatalogEntry* entry = core::Catalog::Find(kImageDriftId);
+    for (const std::string& line : lines) {
+      core::AuditFinding finding;
+      finding.finding.rule = std::string(kImageDriftId);
+      finding.finding.level = core::Level::Warn;
+      finding.finding.guide =
+          core::GuideLink(policy_.guide_base_url, entry != nullptr ? entry->slug : "nccl-version");
+      finding.finding.message =
+          line + ". " + (entry != nullptr ? std::string(entry->remedy) : std::string());
+      finding.finding.object = audit.object;
+      finding.result = core::AuditResult::Warn;
+      finding.severity = "low";  // a warning, as core::ResultOf says
+      audit.findings.push_back(std::move(finding));
+    }
+    Count(audit);
+    if (text != nullptr) {
+      *text << FormatObjectAudit(audit);
+    } else {
+      audits_[audit.object.namespace_].push_back(std::move(audit));
+    }
+  }
+  job_pods_.clear();
 }
 
 void ClusterAudit::NotServed(std::string kind) { not_served_.push_back(std::move(kind)); }
 
 void ClusterAudit::Finish(std::ostream& out) {
+  AuditImageDrift(output_ == AuditOutput::Text ? &out : nullptr);
   if (output_ == AuditOutput::Text) {
     out << counts_.fail << " fail, " << counts_.warn << " warn, " << counts_.pass
         << " pass: " << counts_.objects << " objects in " << namespaces_.size() << " namespaces";

@@ -85,6 +85,13 @@ class ClusterAudit {
   std::vector<std::string> not_served_;
   std::vector<std::string> unreadable_;
   AuditCounts counts_;
+  // What the image drift (diagnosis image-drift, core/image_pin.h) reads of the running pods of
+  // each job in scope, by the job's kind, namespace and name; judged at Finish.
+  std::map<std::tuple<int, std::string, std::string>, std::vector<core::Json>> job_pods_;
+  void KeepJobPod(const core::Json& pod);
+  // The jobs whose pods run different digests of one image, as audits of the job: said at Finish.
+  void AuditImageDrift(std::ostream* text);
+  void Count(const core::ObjectAudit& audit);
 };
 
 // One object's results as `ncclguard audit` prints them:

@@ -211,6 +211,38 @@ std::optional<std::vector<ImagePin>> RecordImagePins(const std::vector<ImagePin>
   return next;
 }
 
+Json PodImageView(const Json& pod) {
+  Json view = Json::object();
+  const Json* metadata = Member(pod, "metadata");
+  for (const char* key : {"name", "creationTimestamp"}) {
+    if (const Json* value = metadata != nullptr ? Member(*metadata, key) : nullptr) {
+      view["metadata"][key] = *value;
+    }
+  }
+  const Json* spec = Member(pod, "spec");
+  if (const Json* containers = spec != nullptr ? Member(*spec, "containers") : nullptr;
+      containers != nullptr && containers->is_array()) {
+    Json kept = Json::array();
+    for (const Json& c : *containers) {
+      kept.push_back(Json{{"name", Text(c, "name")}, {"image", Text(c, "image")}});
+    }
+    view["spec"]["containers"] = std::move(kept);
+  }
+  const Json* status = Member(pod, "status");
+  if (status != nullptr) {
+    if (const Json* phase = Member(*status, "phase")) view["status"]["phase"] = *phase;
+    if (const Json* statuses = Member(*status, "containerStatuses");
+        statuses != nullptr && statuses->is_array()) {
+      Json kept = Json::array();
+      for (const Json& s : *statuses) {
+        kept.push_back(Json{{"name", Text(s, "name")}, {"imageID", Text(s, "imageID")}});
+      }
+      view["status"]["containerStatuses"] = std::move(kept);
+    }
+  }
+  return view;
+}
+
 std::vector<std::string> ImageDrift(const std::vector<Json>& pods) {
   // (container, image by tag) -> digest -> pods, in name order.
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::set<std::string>>> seen;

@@ -80,4 +80,8 @@ std::optional<std::vector<ImagePin>> RecordImagePins(const std::vector<ImagePin>
 inline constexpr std::size_t kMaxDriftPods = 4;
 std::vector<std::string> ImageDrift(const std::vector<Json>& pods);
 
+// What RecordImagePins and ImageDrift read of a pod (its name, creation time, phase, containers'
+// names and images and what their statuses say they run), for a caller that keeps many pods.
+Json PodImageView(const Json& pod);
+
 }  // namespace ncclguard::core

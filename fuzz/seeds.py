@@ -158,6 +158,16 @@ spec:
   rendezvousPort: 29500
 """)
 
+# image_pin: the first byte picks a reference (0), a job's image-digests annotation (1) or an
+# imageID (2).
+digest = "sha256:" + "0123456789abcdef" * 4
+write("image_pin", "reference", b"\x00registry.ncclguard.test:5000/ml/train:2.4@" + digest.encode())
+write("image_pin", "reference-hub", b"\x00pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime")
+write("image_pin", "annotation", b"\x01" + json.dumps({"pytorch": {
+    "image": "registry.ncclguard.test:5000/ml/train:2.4", "digest": digest,
+    "pod": "pin-master-0"}}).encode())
+write("image_pin", "image-id", b"\x02docker-pullable://busybox@" + digest.encode())
+
 probe = root / "tests" / "fixtures" / "probe"
 for i, f in enumerate(sorted(probe.rglob("logind.conf"))):
     write("probe_parsers", f"logind-{i}", b"\x00" + f.read_bytes())

@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NCCLGUARD_FUZZ_BUILD_DIR:-$root/build-fuzz}
 targets=(webhook_review manifest_fix kubeconfig watch_stream policy probe_parsers log_matchers
-  json_reader)
+  json_reader image_pin)
 
 usage() {
   echo "usage: $0 --list | TARGET SECONDS | --ci [SECONDS]" >&2

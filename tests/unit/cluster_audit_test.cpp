@@ -201,6 +201,44 @@ TEST(ClusterAudit, AMalformedObjectIsNamedAndTheOthersStillAudited) {
   EXPECT_EQ(audit.Finish(), "0 fail, 0 warn, 1 pass: 1 objects in 1 namespaces, 1 unreadable\n");
 }
 
+// A running pod of PyTorchJob "pin" in ml whose container pytorch runs `digest` of the tag.
+Json DriftPod(const std::string& name, const std::string& digest) {
+  Json pod = PodIn("ml", name);
+  pod["metadata"]["labels"]["training.kubeflow.org/job-name"] = "pin";
+  pod["metadata"]["ownerReferences"] = Json::array({Json{{"apiVersion", "kubeflow.org/v1"},
+                                                         {"kind", "PyTorchJob"},
+                                                         {"name", "pin"},
+                                                         {"controller", true}}});
+  pod["spec"]["containers"][0]["image"] = "registry.example:5000/ml/train:2.4";
+  pod["status"] = Json{
+      {"phase", "Running"},
+      {"containerStatuses",
+       Json::array(
+           {Json{{"name", "pytorch"}, {"imageID", "registry.example:5000/ml/train@" + digest}}})}};
+  return pod;
+}
+
+TEST(ClusterAudit, PodsOfOneJobRunningDifferentDigestsAreTheJobsImageDrift) {
+  const std::string first = "sha256:" + std::string(64, '1');
+  const std::string second = "sha256:" + std::string(64, '2');
+  ClusterAudit audit(core::Policy::Defaults(), Namespace("ml"), AuditOutput::Text);
+  std::string text = audit.Add(DriftPod("pin-master-0", first));
+  text += audit.Add(DriftPod("pin-worker-0", second));
+  text += audit.Finish();
+  EXPECT_NE(text.find("PyTorchJob ml/pin: warn"), std::string::npos) << text;
+  EXPECT_NE(text.find("warn image-drift (warn)"), std::string::npos) << text;
+  for (const std::string& part : {first + " in pod pin-master-0", second + " in pod pin-worker-0",
+                                  std::string("guide.md#nccl-version")}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  }
+  EXPECT_EQ(audit.counts().warn, 1u);  // a warning, as the diagnosis is
+
+  ClusterAudit same(core::Policy::Defaults(), Namespace("ml"), AuditOutput::Json);
+  same.Add(DriftPod("pin-master-0", first));
+  same.Add(DriftPod("pin-worker-0", first));
+  EXPECT_EQ(same.Finish().find("image-drift"), std::string::npos);
+}
+
 TEST(CliAudit, ABadKubeconfigIsOneLineAndExitTwo) {
   const auto missing = RunCli({"audit", "--kubeconfig", "/nonexistent/kubeconfig"});
   EXPECT_EQ(missing.exit_code, cli::kExitInputError) << missing.err;
