@@ -14,6 +14,11 @@
 #   scripts/node.sh status    what runs on each node and what is left over (exit 0 only when
 #                             every node runs and is Ready)
 #   scripts/node.sh import <docker-archive.tar>   load an image into every node's containerd
+#   scripts/node.sh registry start|stop|status    a real OCI registry (Debian's docker-registry,
+#                             the CNCF distribution registry 2.8) at 127.0.0.1:5000 inside node
+#                             1's network namespace, storage in the state dir; node 1's containerd
+#                             pulls registry.ncclguard.test:5000/<path>:<tag> from it over plain
+#                             HTTP (a hosts.toml under the CRI's config_path); stop stops it too
 #   scripts/node.sh exec [--node I] <command...>  run a command inside node I's namespaces
 #                                                 (default 1, the node with the control plane)
 #
@@ -31,6 +36,8 @@
 # the node namespaces only; the host's is never touched), and a dummy "svc0" takes the
 # service range (with the node IP as source) and discards what kube-proxy does not rewrite.
 # Either way: no default route, no veth to the host, no interface in the host's namespace.
+# The registry (`registry start`) listens on 127.0.0.1 in node 1's namespace: the other nodes'
+# containerd cannot reach it, so only node 1 pulls from it.
 # The host reaches the API server through scripts/node/forward.py, which listens on
 # 127.0.0.1 on the host and connects from inside node 1's namespace.
 #
@@ -42,6 +49,7 @@
 #   NCCLGUARD_NODE_INSTANCE_TYPE  the Nodes' node.kubernetes.io/instance-type label
 #                                 (default p5.48xlarge: a type of the chart's probe.instanceTypes)
 #   NCCLGUARD_CONTROLPLANE_CACHE  binary cache, shared with scripts/controlplane.sh
+#   NCCLGUARD_NODE_REGISTRY       1: start also starts the registry (as `registry start`)
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -81,6 +89,10 @@ dns_ip=10.96.0.10
 coredns_image="localhost/ncclguard-node/coredns:$COREDNS_VERSION"
 training_operator_image="localhost/ncclguard-node/training-operator:$TRAINING_OPERATOR_VERSION"
 marker_file=".ncclguard-node"
+# The registry (cmd_registry): the name pods use (a host with a port, as a real registry has;
+# nothing resolves it: containerd's hosts.toml maps it) and where it listens in node 1's namespace.
+registry_host="registry.ncclguard.test:5000"
+registry_addr="127.0.0.1:5000"
 
 log() { printf 'node: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -422,7 +434,21 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin_dir"
     conf_dir = "$node_dir/cni/net.d"
+  # Per-registry hosts (certs.d/<host:port>/hosts.toml): only the test registry, node 1's.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$node_dir/certs.d"
 TOML
+  mkdir -p "$node_dir/certs.d"
+  if ((node == 1)); then
+    # registry.ncclguard.test:5000 is the registry in this namespace, over plain HTTP.
+    mkdir -p "$node_dir/certs.d/$registry_host"
+    cat >"$node_dir/certs.d/$registry_host/hosts.toml" <<TOML
+server = "http://$registry_addr"
+
+[host."http://$registry_addr"]
+  capabilities = ["pull", "resolve"]
+TOML
+  fi
 
   # No ipMasq: nothing is translated, and nothing has anywhere to go but the bridge.
   cat >"$node_dir/cni/net.d/10-ncclguard-node.conflist" <<JSON
@@ -785,6 +811,7 @@ cmd_start() {
   done
   select_node 1
   start_dns
+  [[ "${NCCLGUARD_NODE_REGISTRY:-}" != 1 ]] || start_registry
   # Node 1's values under the names a single node always had; NODE_NAMES etc. list them all.
   cat >"$state_dir/node.env" <<ENV
 KUBECONFIG=$state_dir/kubeconfig
@@ -839,7 +866,7 @@ cleanup_leftovers() {
   if [[ -d "$state_dir" ]]; then
     # Daemons first (the kubelets would restart containers), then whatever is
     # left in the instance's cgroup: containerd's shims and the containers.
-    for name in kubelet kube-proxy kube-scheduler kube-controller-manager containerd forward kube-apiserver etcd; do
+    for name in kubelet kube-proxy kube-scheduler kube-controller-manager containerd registry forward kube-apiserver etcd; do
       stop_recorded "$state_dir/$name.pid" 50
       if [[ $name == kubelet || $name == kube-proxy || $name == containerd ]]; then
         for ((i = 2; i <= max_nodes; i++)); do stop_recorded "$state_dir/$name-$i.pid" 50; done
@@ -918,6 +945,8 @@ cmd_status() {
         ok=1
       fi
     done
+    select_node 1
+    [[ ! -f "$state_dir/registry.pid" ]] || report_processes registry || ok=1
     ((ok != 0)) || log "$count node(s) Ready; KUBECONFIG=$state_dir/kubeconfig"
   else
     log "not running (no state in $state_dir)"
@@ -943,6 +972,63 @@ cmd_import() {
   done
 }
 
+# ---------------------------------------------------------------- registry
+
+# The registry's config: written here, nothing taken from the package's /etc/docker/registry. No
+# auth, no debug or metrics listener, no notifications, no upload purging on a timer: one HTTP
+# listener at $registry_addr in node 1's namespace, its blobs in the state dir.
+write_registry_config() {
+  mkdir -p "$state_dir/registry"
+  cat >"$state_dir/config/registry.yml" <<YAML
+version: 0.1
+log:
+  level: info
+  formatter: text
+storage:
+  filesystem:
+    rootdirectory: $state_dir/registry
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: $registry_addr
+  headers:
+    X-Content-Type-Options: [nosniff]
+YAML
+}
+
+registry_probe() { in_node curl -fsS --max-time 2 -o /dev/null "http://$registry_addr/v2/"; }
+
+start_registry() {
+  local exe=/usr/bin/docker-registry rc
+  [[ -x $exe ]] || exe="$(command -v docker-registry)" ||
+    die "docker-registry not found (scripts/bootstrap.sh installs the node's packages)"
+  select_node 1
+  if pid_alive "$state_dir/registry.pid"; then
+    log "registry already runs (pid $(recorded_pid "$state_dir/registry.pid")) at $registry_addr in $netns"
+    return 0
+  fi
+  write_registry_config
+  launch registry "$exe" serve "$state_dir/config/registry.yml"
+  rc=0; wait_until registry "$ready_timeout" registry_probe || rc=$?
+  started registry "$rc" "/v2/"
+  log "registry $registry_host: $("$exe" --version | awk '{print $NF}') at http://$registry_addr in $netns (pid $(recorded_pid "$state_dir/registry.pid"), storage $state_dir/registry)"
+}
+
+# registry start|stop|status
+cmd_registry() {
+  [[ -f "$state_dir/$marker_file" && -f "$state_dir/holder.pid" ]] && pid_alive "$state_dir/holder.pid" ||
+    die "no node runs in $state_dir"
+  case "${1:-}" in
+    start) start_registry ;;
+    stop) stop_recorded "$state_dir/registry.pid" 50 ;;
+    status) report_processes registry && registry_probe ;;
+    *) die "usage: registry start|stop|status" ;;
+  esac
+}
+
 # exec [--node I] <command...>
 cmd_exec() {
   local i=1
@@ -965,7 +1051,8 @@ main() {
     status) cmd_status ;;
     import) shift; cmd_import "$@" ;;
     exec) shift; cmd_exec "$@" ;;
-    *) printf 'usage: %s build|start|stop|status|import <archive>|exec [--node I] <command...>\n' "$0" >&2; exit 2 ;;
+    registry) shift; cmd_registry "$@" ;;
+    *) printf 'usage: %s build|start|stop|status|import <archive>|registry start|stop|status|exec [--node I] <command...>\n' "$0" >&2; exit 2 ;;
   esac
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest node_training_tests (label node): training jobs on the real node (scripts/node.sh, with
 # CoreDNS as its cluster DNS) with ncclguard installed by helm and the real Kubeflow training
-# operator (scripts/training-operator.sh) making the PyTorchJob's pods. One node for all five:
+# operator (scripts/training-operator.sh) making the PyTorchJob's pods. One node for all eight:
 #
 #   1. the node advertises nvidia.com/gpu: 8 and vpc.amazonaws.com/efa: 32 (a node status patch,
 #      as a device plugin would) and the p5.48xlarge label; a managed Indexed Job of 2 pods x 4
@@ -28,6 +28,14 @@
 #   7. a type in no catalog: the node relabelled with an invented type and its capacity; the
 #      controller learns it (NcclPolicy status), a pod selecting it gets its share of EFA devices
 #      and runs, and `ncclguard lint --catalog` on `kubectl get ncclpolicy` says the same
+#   8. image pin, against a real OCI registry in the node's network namespace (scripts/node.sh
+#      registry start) that two builds of one image take the tag registry.ncclguard.test:5000/
+#      ml/train:2.4 of in turn: a PyTorchJob's pods run build 1 and the controller records its
+#      digest on the job (ncclguard.io/image-digests); once build 2 has the tag, the Worker the
+#      operator makes again is pinned to build 1's digest by the webhook and runs it. With the
+#      namespace label ncclguard.io/image-pin=off, a job whose Worker is made again after the tag
+#      moved runs two builds: NcclDiagnosis ImageDrift naming both pods and digests, a Warning
+#      Event (run before 7, which moves the node to another instance type)
 #
 # The node is named as SageMaker HyperPod names its nodes: ml.p5.48xlarge; every job selects that.
 # First the controller learns it from the node's capacity, and the probe (its /sys and /dev the
@@ -701,6 +709,176 @@ if [[ "$admitted_events" == 1 ]]; then
 else
   fail "$admitted_events Admitted Events on hp"
 fi
+
+# ---------------------------------------------------------------- 8. image pin and drift, from a real registry
+# A real OCI registry in the node's network namespace (scripts/node.sh registry start: the CNCF
+# distribution registry), from which the node's containerd pulls registry.ncclguard.test:5000/
+# ml/train:2.4 over plain HTTP. Two builds of a tiny image (tests/node/lib.sh registry_push_build)
+# take that tag in turn. In team (image pin on: the default) the controller records on job pin the
+# digest its pods run, and the webhook pins the Worker the operator makes again after the tag moved:
+# it runs the recorded build, not the tag's new one. In a namespace labelled
+# ncclguard.io/image-pin=off, the tag moving under job nopin leaves its pods on two builds: the
+# controller diagnoses ImageDrift. Before test 7, which moves the node to another instance type.
+train_ref="$registry_host/ml/train:2.4"
+train_job() { # NAME NAMESPACE: a PyTorchJob, Master + 1 Worker (2 GPUs each: pin and nopin fit side by side), on $train_ref pulled every time
+  local replica
+  printf 'apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: %s, namespace: %s}\nspec:\n  pytorchReplicaSpecs:\n' "$1" "$2"
+  for replica in Master Worker; do
+    cat <<YAML
+    $replica:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
+          terminationGracePeriodSeconds: 1
+          containers:
+            - name: pytorch
+              image: $train_ref
+              imagePullPolicy: Always
+              resources:
+                limits: {nvidia.com/gpu: 2, memory: 64Mi, cpu: 100m}
+YAML
+  done
+}
+pod_field() { # NAMESPACE POD JSONPATH
+  k -n "$1" get pod "$2" -o jsonpath="$3" 2>/dev/null
+}
+# pod_run NAMESPACE POD: "<uid> <spec image> <imageID>" of the pod's pytorch container, once it runs.
+pod_run() {
+  pod_field "$1" "$2" '{.metadata.uid} {.status.phase} {.spec.containers[?(@.name=="pytorch")].image} {.status.containerStatuses[?(@.name=="pytorch")].imageID}' |
+    awk '$2 == "Running" && NF == 4 {print $1, $3, $4}'
+}
+runs() { [[ -n "$(pod_run "$1" "$2")" ]]; }
+# runs_anew NAMESPACE POD OLD_UID: the pod the operator made again (another uid) runs.
+runs_anew() { local r; r="$(pod_run "$1" "$2")" && [[ -n "$r" && "${r%% *}" != "$3" ]]; }
+recorded() { # NAMESPACE JOB: "image digest pod" its ncclguard.io/image-digests records for container pytorch
+  k -n "$1" get pytorchjob "$2" -o jsonpath='{.metadata.annotations.ncclguard\.io/image-digests}' 2>/dev/null | python3 -c '
+import json, sys
+try:
+    e = json.load(sys.stdin)["pytorch"]
+    print(e["image"], e["digest"], e["pod"])
+except Exception:
+    sys.exit(1)'
+}
+recorded_is() { local r; r="$(recorded "$1" "$2")" && [[ "${r% *}" == "$3" && " $4 " == *" ${r##* } "* ]]; }
+train_pods() { # NAMESPACE JOB: each pod's name, phase, spec image and imageID, for failure messages
+  k -n "$1" get pods -l "training.kubeflow.org/job-name=$2" -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.spec.containers[0].image} {.status.containerStatuses[0].imageID} {.status.containerStatuses[0].state.waiting.message}; {end}' 2>&1
+}
+
+# a) build 1 is 2.4; job pin's pods run it, and the controller records its digest on the job.
+digest1="" digest2=""
+if "$root/scripts/node.sh" registry start >"$work/registry.log" 2>&1 &&
+  digest1="$(registry_push_build 1 ml/train:2.4 2>>"$work/registry.log")" &&
+  [[ "$digest1" == sha256:* && "$(registry_digest ml/train 2.4)" == "$digest1" ]]; then
+  pass "registry in the node's network namespace ($(tail -n 1 "$work/registry.log" | sed 's/^node: //')): build 1 pushed as ml/train:2.4, the registry serves $digest1"
+else
+  fail "registry: build 1 pushed as '$digest1', served as '$(registry_digest ml/train 2.4 2>&1)': $(tail -n 20 "$work/registry.log")"
+fi
+train_job pin team >"$work/pin.yaml"
+if [[ -n "$digest1" ]] && eventually 60 k apply -f "$work/pin.yaml" &&
+  eventually 120 runs team pin-master-0 && eventually 120 runs team pin-worker-0; then
+  pin_ids="$(pod_run team pin-master-0 | cut -d' ' -f3) $(pod_run team pin-worker-0 | cut -d' ' -f3)"
+  if [[ "$pin_ids" == "$registry_host/ml/train@$digest1 $registry_host/ml/train@$digest1" ]]; then
+    pass "PyTorchJob pin: pin-master-0 and pin-worker-0 pulled $train_ref from the registry and run build 1 (imageID $registry_host/ml/train@$digest1)"
+  else
+    fail "PyTorchJob pin: imageIDs '$pin_ids', want build 1's $digest1"
+  fi
+  if eventually 60 recorded_is team pin "$train_ref $digest1" "pin-master-0 pin-worker-0"; then
+    pass "image pin: PyTorchJob pin's ncclguard.io/image-digests records build 1 for container pytorch: $(recorded team pin)"
+  else
+    fail "image pin: PyTorchJob pin's ncclguard.io/image-digests is '$(k -n team get pytorchjob pin -o jsonpath='{.metadata.annotations.ncclguard\.io/image-digests}' 2>&1)', want $train_ref $digest1"
+  fi
+else
+  fail "PyTorchJob pin: $(train_pods team pin)"
+fi
+
+# b) build 2 becomes 2.4; the Worker made again runs build 1 all the same, pinned by its digest.
+if [[ -n "$digest1" ]] && digest2="$(registry_push_build 2 ml/train:2.4 2>>"$work/registry.log")" &&
+  [[ "$digest2" == sha256:* && "$digest2" != "$digest1" && "$(registry_digest ml/train 2.4)" == "$digest2" ]]; then
+  pass "registry: build 2 pushed as ml/train:2.4: the tag names $digest2 now"
+else
+  fail "registry: build 2 pushed as '$digest2' (build 1 $digest1), served as '$(registry_digest ml/train 2.4 2>&1)': $(tail -n 20 "$work/registry.log")"
+fi
+old_uid="$(pod_field team pin-worker-0 '{.metadata.uid}' || true)"
+if [[ -n "$digest2" ]] && k -n team delete pod pin-worker-0 --wait=true >/dev/null 2>&1 &&
+  eventually 120 runs_anew team pin-worker-0 "$old_uid"; then
+  read -r _ pin_image pin_id <<<"$(pod_run team pin-worker-0)" || true
+  if [[ "$pin_image" == "$train_ref@$digest1" && "${pin_id##*@}" == "$digest1" ]]; then
+    pass "image pin: pin-worker-0 made again after the tag moved is pinned to image $pin_image and runs build 1 (imageID digest $digest1, not the tag's $digest2)"
+  else
+    fail "image pin: pin-worker-0 made again has image '$pin_image', imageID '$pin_id'; want $train_ref@$digest1"
+  fi
+else
+  fail "image pin: pin-worker-0 not made again and Running: $(train_pods team pin)"
+fi
+
+# c) pin off: job nopin's pods run build 2; build 1 becomes 2.4 again, the Worker made again runs it.
+k create namespace unpinned >/dev/null
+k label namespace unpinned ncclguard.io/enabled=true ncclguard.io/image-pin=off >/dev/null
+train_job nopin unpinned >"$work/nopin.yaml"
+nopin_ids=""
+if [[ -n "$digest2" ]] && eventually 60 k apply -f "$work/nopin.yaml" &&
+  eventually 120 runs unpinned nopin-master-0 && eventually 120 runs unpinned nopin-worker-0; then
+  nopin_ids="$(pod_run unpinned nopin-master-0 | cut -d' ' -f2-) $(pod_run unpinned nopin-worker-0 | cut -d' ' -f2-)"
+fi
+if [[ -n "$nopin_ids" && "$nopin_ids" == "$train_ref $registry_host/ml/train@$digest2 $train_ref $registry_host/ml/train@$digest2" ]]; then
+  pass "image pin off (namespace label ncclguard.io/image-pin=off): PyTorchJob nopin's pods keep image $train_ref and run build 2 ($digest2)"
+else
+  fail "PyTorchJob nopin: '$nopin_ids', want $train_ref on $digest2: $(train_pods unpinned nopin)"
+fi
+again="$(registry_push_build 1 ml/train:2.4 2>>"$work/registry.log" || true)"
+if [[ -n "$digest1" && "$again" == "$digest1" && "$(registry_digest ml/train 2.4)" == "$digest1" ]]; then
+  pass "registry: build 1 pushed again as ml/train:2.4: the tag names $digest1 again"
+else
+  fail "registry: build 1 pushed again as '$again', want $digest1: $(tail -n 20 "$work/registry.log")"
+fi
+old_uid="$(pod_field unpinned nopin-worker-0 '{.metadata.uid}' || true)"
+nopin_worker=""
+if [[ -n "$nopin_ids" ]] && k -n unpinned delete pod nopin-worker-0 --wait=true >/dev/null 2>&1 &&
+  eventually 120 runs_anew unpinned nopin-worker-0 "$old_uid"; then
+  nopin_worker="$(pod_run unpinned nopin-worker-0 | cut -d' ' -f2-)"
+fi
+if [[ -n "$nopin_worker" && "$nopin_worker" == "$train_ref $registry_host/ml/train@$digest1" ]]; then
+  pass "image pin off: nopin-worker-0 made again keeps image $train_ref and runs build 1 ($digest1) beside nopin-master-0 on build 2"
+else
+  fail "image pin off: nopin-worker-0 made again: '$nopin_worker', want $train_ref on $digest1: $(train_pods unpinned nopin)"
+fi
+drift() { # JOB NAMESPACE: "status reason" of the job's NcclDiagnosis
+  k -n "$2" get pytorchjob "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclDiagnosis")]}{.status} {.reason}{end}'
+}
+drifted() { [[ "$(drift "$1" "$2")" == "True ImageDrift" ]]; }
+drift_event() {
+  k -n unpinned get events --field-selector involvedObject.kind=PyTorchJob,involvedObject.name=nopin,reason=ImageDrift \
+    -o jsonpath='{.items[0].type} {.items[0].note}{.items[0].message}' 2>/dev/null
+}
+drift_warned() { [[ "$(drift_event)" == Warning\ * ]]; }
+if [[ -n "$nopin_worker" ]] && eventually 60 drifted nopin unpinned; then
+  message="$(k -n unpinned get pytorchjob nopin -o jsonpath='{.status.conditions[?(@.type=="NcclDiagnosis")].message}')"
+  if [[ "$message" == *nopin-master-0* && "$message" == *nopin-worker-0* && "$message" == *"$digest1"* && "$message" == *"$digest2"* ]]; then
+    pass "image drift: PyTorchJob nopin NcclDiagnosis=True ImageDrift, naming both pods and both digests: $message"
+  else
+    fail "image drift: PyTorchJob nopin's message does not name nopin-master-0 ($digest2) and nopin-worker-0 ($digest1): $message"
+  fi
+  if eventually 30 drift_warned; then
+    pass "image drift: a Warning ImageDrift Event on PyTorchJob nopin: $(drift_event)"
+  else
+    fail "image drift: no Warning ImageDrift Event on PyTorchJob nopin: '$(drift_event)'"
+  fi
+else
+  fail "image drift: PyTorchJob nopin's NcclDiagnosis '$(drift nopin unpinned)', want True ImageDrift; pods: $(train_pods unpinned nopin)"
+fi
+# Job pin, all on build 1, drifted nowhere.
+if [[ -z "$(drift pin team)" ]]; then
+  pass "PyTorchJob pin, its pods on one digest, has no NcclDiagnosis"
+else
+  fail "PyTorchJob pin, its pods on one digest, was diagnosed: $(drift pin team)"
+fi
+# Their GPUs back for test 7.
+k -n team delete pytorchjob pin --wait=true >/dev/null 2>&1 || true
+k -n unpinned delete pytorchjob nopin --wait=true >/dev/null 2>&1 || true
+train_gone() { [[ -z "$(k get pods -A -l 'training.kubeflow.org/job-name in (pin,nopin)' -o name)" ]]; }
+eventually 60 train_gone || fail "the pods of pin and nopin are still there: $(k get pods -A -l 'training.kubeflow.org/job-name in (pin,nopin)' -o name | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- metrics: everything the docs list (before test 7 moves the node out of the probe's instance types)
 # A denial as a user meets one (an NCCL_PROTO that NCCL does not know), counted by rule.
