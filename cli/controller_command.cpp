@@ -18,6 +18,7 @@
 #include "cli/health_server.h"
 #include "cli/policy_flags.h"
 #include "cli/signals.h"
+#include "cli/tag_resolution.h"
 #include "cli/webhook_config.h"
 #include "kube/config.h"
 #include "kube/errors.h"
@@ -65,6 +66,11 @@ struct ControllerOptions {
   std::map<std::string, bool> optional_controllers;
   // Print the RBAC these flags need and exit (scripts/check-chart.sh).
   bool print_rbac = false;
+  // The in-process webhook resolves a managed job's tags at admission (cli/tag_resolution.h).
+  bool resolve_digests = false;
+  int resolve_digests_budget_ms = 1500;
+  std::vector<std::string> resolve_digests_plain_http;
+  std::string resolve_digests_ca_file;
   PolicyOptions policy;
 };
 
@@ -141,6 +147,20 @@ void AddControllerFlags(CLI::App* command, ControllerOptions& options) {
       "--metrics-listen", options.metrics_listen,
       "host:port or :port of a plain-HTTP /metrics for Prometheus, on every replica "
       "(default: none)");
+  command->add_flag(
+      "--resolve-digests", options.resolve_digests,
+      "the webhook resolves the image tags of a managed job's first pods to digests "
+      "through their registry (with the pods' imagePullSecrets: needs get on "
+      "Secrets) and pins them; the later pods are pinned to what those ran either way");
+  command
+      ->add_option("--resolve-digests-budget-ms", options.resolve_digests_budget_ms,
+                   "the time one tag's resolution may take, auth included (two a pod at most)")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 2000));
+  command->add_option("--resolve-digests-plain-http", options.resolve_digests_plain_http,
+                      "registry host:port spoken to over http, not https (repeatable)");
+  command->add_option("--resolve-digests-ca-file", options.resolve_digests_ca_file,
+                      "PEM CA bundle for registries, beside the system's");
   command->add_flag("--print-rbac", options.print_rbac,
                     "print the RBAC rules these flags need (as JSON) and exit, reading no files "
                     "and contacting nothing");
@@ -245,13 +265,28 @@ struct InProcessWebhook {
   std::unique_ptr<webhook::WebhookServer> server;
 };
 
+// The tag resolution --resolve-digests asks for, over its own resolver and API client.
+void UseTagResolution(const ControllerOptions& options, const kube::ClientConfig& config,
+                      webhook::ServerConfig& webhook_config) {
+  if (!options.resolve_digests) return;
+  webhook::DigestResolverOptions resolver;
+  resolver.budget = std::chrono::milliseconds(options.resolve_digests_budget_ms);
+  resolver.plain_http_registries = options.resolve_digests_plain_http;
+  resolver.ca_file = options.resolve_digests_ca_file;
+  webhook_config.admit.resolve_digest =
+      TagResolution{std::make_shared<webhook::DigestResolver>(std::move(resolver)),
+                    std::make_shared<PullSecrets>(config)};
+}
+
 webhook::ServerConfig WebhookConfig(const ControllerOptions& options,
+                                    const kube::ClientConfig& client_config,
                                     const std::string& tls_cert_file,
                                     const std::string& tls_key_file) {
   webhook::ServerConfig config =
       WebhookServerConfig(options.webhook_listen, tls_cert_file, tls_key_file, options.policy);
   config.shutdown_delay = std::chrono::milliseconds(options.webhook_shutdown_delay_ms);
   config.drain_timeout = std::chrono::milliseconds(options.webhook_drain_timeout_ms);
+  UseTagResolution(options, client_config, config);
   return config;
 }
 
@@ -284,7 +319,7 @@ void StartWebhookWithOwnCertificates(const ControllerOptions& options,
   // readiness probe gets its 503 rather than a refused connection.
   webhook.certs->WritePlaceholderIfMissing();
   webhook::ServerConfig webhook_config =
-      WebhookConfig(options, webhook.certs->cert_file(), webhook.certs->key_file());
+      WebhookConfig(options, config, webhook.certs->cert_file(), webhook.certs->key_file());
   webhook_config.ready_gate = [&certs = webhook.certs] { return certs->CertificateReady(); };
   webhook.server = std::make_unique<webhook::WebhookServer>(std::move(webhook_config));
   webhook.server->Start();
@@ -298,7 +333,7 @@ bool StartWebhook(const ControllerOptions& options, const manager::ManagerOption
       StartWebhookWithOwnCertificates(options, manager_options, config, webhook);
     } else if (!options.tls_cert_file.empty()) {
       webhook.server = std::make_unique<webhook::WebhookServer>(
-          WebhookConfig(options, options.tls_cert_file, options.tls_key_file));
+          WebhookConfig(options, config, options.tls_cert_file, options.tls_key_file));
       webhook.server->Start();
     }
   } catch (const std::exception& e) {
@@ -374,6 +409,11 @@ int PrintRbac(const ControllerOptions& options, std::ostream& out) {
   std::vector<manager::Access> extra;
   if (!options.webhook_cert_secret.empty()) {
     extra = manager::WebhookCertAccess(WebhookCertOptionsFrom(options, manager_options));
+  }
+  if (options.resolve_digests) {
+    extra.push_back(manager::Access("", {"secrets"}, {"get"},
+                                    "webhook --resolve-digests: the imagePullSecrets of the pods "
+                                    "whose image tags it resolves"));
   }
   out << manager::AccessAsRbac(manager::RequiredAccess(manager_options, extra)).dump(2) << "\n";
   return kExitClean;

@@ -27,7 +27,8 @@ std::optional<PinMode> ParsePinMode(std::string_view name);
 PinMode PinModeIn(PinMode policy_mode, const Json* namespace_labels);
 
 // One container's recorded digest: the image as the pod spec wrote it (a tag, no digest), the
-// manifest digest the kubelet said it runs, and the pod that ran it.
+// manifest digest the kubelet said it runs, and the pod that ran it ("" for a digest the webhook
+// resolved through the registry at admission, never recorded).
 struct ImagePin {
   std::string container;
   std::string image;
@@ -59,8 +60,8 @@ struct JobImagePins {
   const ImagePin* Find(std::string_view container, std::string_view image) const;
 };
 // The pins of the job a pod (the admission request's object, created in `namespace_`) belongs
-// to, nullopt when it belongs to none, its job has none recorded, or the mode in force there
-// (`policy_mode` unless the namespace's label says otherwise) is off. Never throws.
+// to (none yet: an empty list), nullopt when it belongs to no job the caches hold, or the mode in
+// force there (`policy_mode` unless the namespace's label says otherwise) is off. Never throws.
 using ImagePinLookup = std::function<std::optional<JobImagePins>(
     const Json& pod, std::string_view namespace_, PinMode policy_mode)>;
 

@@ -285,6 +285,8 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
     const core::PinMode mode = core::PinModeIn(policy_mode, labels);
     if (mode == core::PinMode::Off) return std::nullopt;
     // Every kind whose operator labels its pods so: a TrainJob's pods carry its JobSet's label.
+    // A job without a record yet: its pins are none (the webhook may resolve its tags).
+    std::optional<core::JobImagePins> found;
     for (const core::KindInfo& info : core::ManagedKinds()) {
       const auto name = controllers::Label(pod, info.pod_job_label);
       if (!name || name->empty()) continue;
@@ -296,7 +298,10 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
       }
       if (job == nullptr) continue;
       const auto annotation = controllers::Annotation(*job, core::kImageDigestsAnnotation);
-      if (!annotation) continue;
+      if (!annotation) {
+        if (!found) found = core::JobImagePins{mode, std::string(info.kind_name) + " " + *name, {}};
+        continue;
+      }
       try {
         return core::JobImagePins{mode, std::string(info.kind_name) + " " + *name,
                                   core::ReadImagePins(*annotation)};
@@ -308,6 +313,7 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
         return std::nullopt;
       }
     }
+    return found;
   } catch (const std::exception& e) {
     log::Warn("image pin lookup failed; the pod is not pinned", {{"error", e.what()}});
   }

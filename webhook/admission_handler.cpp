@@ -9,6 +9,7 @@
 #include "core/engine.h"
 #include "core/errors.h"
 #include "core/gate.h"
+#include "core/image_ref.h"
 #include "core/json_reader.h"
 #include "core/kueue.h"
 #include "core/rule.h"
@@ -264,6 +265,49 @@ std::optional<core::JobImagePins> PinsOf(const AdmissionRequest& request,
   }
 }
 
+// The containers of a job's pod that the job has no recorded digest for (its first pods), their
+// tags resolved through the registry where the webhook is told to (AdmitOptions::resolve_digest):
+// each digest found is pinned like a recorded one; each one not found is a warning, and the pod
+// runs by tag until the job's first pods record what they run.
+void ResolveUnrecorded(const AdmissionRequest& request, const AdmitOptions& options,
+                       core::JobImagePins& pins, std::vector<std::string>& warnings) {
+  if (!options.resolve_digest || pins.mode != core::PinMode::Pin) return;
+  const auto spec = request.object.find("spec");
+  if (spec == request.object.end() || !spec->is_object()) return;
+  const auto containers = spec->find("containers");
+  if (containers == spec->end() || !containers->is_array()) return;
+  std::size_t asked = 0;
+  for (const core::Json& container : *containers) {
+    if (!container.is_object()) continue;
+    const std::string name = container.value("name", "");
+    const auto image_at = container.find("image");
+    if (name.empty() || image_at == container.end() || !image_at->is_string()) continue;
+    const std::string& image = image_at->get_ref<const std::string&>();
+    const auto ref = core::TryParseImageReference(image);
+    if (!ref || !ref->digest.empty() || ref->tag.empty() || pins.Find(name, image) != nullptr) {
+      continue;
+    }
+    if (asked == options.max_resolved_containers) {
+      warnings.push_back(FitWarning("ncclguard image-pin: ", image,
+                                    " and the pod's other containers not resolved at admission: "
+                                    "at most " +
+                                        std::to_string(asked) + " a pod"));
+      break;
+    }
+    ++asked;
+    std::string why;
+    const std::optional<std::string> digest =
+        options.resolve_digest(*ref, request.object, request.namespace_, why);
+    if (digest && core::IsSha256Digest(*digest)) {
+      pins.pins.push_back({name, image, *digest, ""});
+      continue;
+    }
+    warnings.push_back(FitWarning("ncclguard image-pin: " + image + " not resolved at admission (",
+                                  why.empty() ? std::string("no digest") : why,
+                                  "); it runs by tag until the job's first pods record a digest"));
+  }
+}
+
 // The workload is parsed once here and handed to the rules.
 AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core::Policy& policy,
                         const AdmitOptions& options, const core::ObjectRef& ref, bool audit) {
@@ -275,13 +319,24 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
   try {
     std::optional<core::Workload> workload = core::ParseWorkload(request.object, options.runtimes);
     if (!workload) return skipped;
-    const std::optional<core::JobImagePins> pins = PinsOf(request, *workload, policy, options);
+    std::optional<core::JobImagePins> pins = PinsOf(request, *workload, policy, options);
+    std::vector<std::string> pin_warnings;
+    // Only the mutating webhook in enforce mode asks the registry: the validating one sees what
+    // it pinned, and audit mode changes nothing.
+    if (pins && endpoint == Endpoint::Mutate && !audit) {
+      ResolveUnrecorded(request, options, *pins, pin_warnings);
+    }
     const core::JobImagePins* pinned = pins ? &*pins : nullptr;
     if (endpoint == Endpoint::Validate) {
       return Validate(request, *workload, policy, ref, audit, pinned);
     }
-    return audit ? AuditMutate(request, *workload, policy, pinned)
-                 : Mutate(request, *workload, policy, options.gate, options.runtimes, pinned);
+    if (audit) return AuditMutate(request, *workload, policy, pinned);
+    AdmissionOutcome outcome =
+        Mutate(request, *workload, policy, options.gate, options.runtimes, pinned);
+    for (std::string& warning : pin_warnings) {
+      outcome.response.warnings.push_back(std::move(warning));
+    }
+    return outcome;
   } catch (const core::InputError& e) {
     return Refuse(request, AdmitResult::Denied, 400, "BadRequest",
                   "ncclguard cannot read " + ref.Describe() + ": " + e.what());

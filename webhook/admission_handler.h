@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "core/finding.h"
 #include "core/gate.h"
 #include "core/image_pin.h"
+#include "core/image_ref.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "webhook/admission_review.h"
@@ -35,6 +37,14 @@ struct AdmitOptions {
   // the in-process webhook): rule image-pin pins the pod's containers to them. None: nothing is
   // pinned.
   core::ImagePinLookup image_pins{};
+  // Where a tag is resolved to the digest its registry serves now, for a job's pod whose container
+  // has no recorded digest yet (the job's first pods; webhook/digest_resolver.h, off by default):
+  // the digest, or nullopt with `why` said. Asked only by the mutating webhook in enforce mode,
+  // for at most max_resolved_containers containers a pod, one after the other.
+  std::function<std::optional<std::string>(const core::ImageReference& image, const core::Json& pod,
+                                           std::string_view namespace_, std::string& why)>
+      resolve_digest{};
+  std::size_t max_resolved_containers = 2;
 };
 
 // How a request ended, for logs and metrics. Audited: answered in audit mode, admitted unchanged

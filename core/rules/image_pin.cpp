@@ -32,9 +32,11 @@ class ImagePinRule final : public Rule {
       if (!ref || !ref->digest.empty()) continue;
       const std::string pinned = ref->PinnedTo(pin->digest);
       // The digest first: admission warnings are cut at 256 characters.
-      report.Add(c.at / "image", ContainerLabel(c) + " pinned to " + pin->digest +
-                                     ", the build pod " + pin->pod + " of " + pins->job +
-                                     " runs (image \"" + *image + "\")");
+      const std::string whose =
+          pin->pod.empty() ? ", which the registry named for tag " + ref->tag + " at admission"
+                           : ", the build pod " + pin->pod + " of " + pins->job + " runs";
+      report.Add(c.at / "image", ContainerLabel(c) + " pinned to " + pin->digest + whose +
+                                     " (image \"" + *image + "\")");
       report.plan().Replace(c.at / "image", pinned);
     }
   }

@@ -154,5 +154,90 @@ TEST(AdmissionPin, ALookupThatFailsPinsNothingAndAdmits) {
   EXPECT_TRUE(ImageOp(outcome.response.patch).is_null());
 }
 
+// A job with no record yet (its first pods), and a registry that names `digest` for any tag.
+struct Registry {
+  int asked = 0;
+  std::optional<std::string> digest;
+};
+
+AdmitOptions FirstPods(Registry& registry, core::PinMode mode = core::PinMode::Pin) {
+  AdmitOptions options;
+  options.image_pins = [mode](const Json&, std::string_view,
+                              core::PinMode) -> std::optional<core::JobImagePins> {
+    return core::JobImagePins{mode, "PyTorchJob pin", {}};
+  };
+  options.resolve_digest = [&registry](const core::ImageReference& image, const Json&,
+                                       std::string_view ns,
+                                       std::string& why) -> std::optional<std::string> {
+    ++registry.asked;
+    EXPECT_EQ(ns, "team-a");
+    EXPECT_EQ(image.tag, "2.4");
+    if (!registry.digest) why = "TimedOut: registry.ncclguard.test:5000 did not answer in 1500 ms";
+    return registry.digest;
+  };
+  return options;
+}
+
+TEST(AdmissionPin, AJobsFirstPodIsPinnedToTheDigestTheRegistryNamesAtAdmission) {
+  Registry registry{0, kDigest};
+  const AdmissionOutcome outcome = Admit(Endpoint::Mutate, CreateRequest(PinnedJobsPod()),
+                                         core::Policy::Defaults(), FirstPods(registry));
+  EXPECT_EQ(registry.asked, 1);
+  EXPECT_EQ(ImageOp(outcome.response.patch)["value"], std::string(kTag) + "@" + kDigest);
+  bool said = false;
+  for (const core::Finding& f : outcome.findings) {
+    said = said ||
+           f.message.find("which the registry named for tag 2.4 at admission") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
+TEST(AdmissionPin, ARegistryThatDoesNotAnswerLeavesThePodUnpinnedWithAWarning) {
+  Registry registry;
+  const AdmissionOutcome outcome = Admit(Endpoint::Mutate, CreateRequest(PinnedJobsPod()),
+                                         core::Policy::Defaults(), FirstPods(registry));
+  EXPECT_TRUE(outcome.response.allowed);
+  EXPECT_TRUE(ImageOp(outcome.response.patch).is_null());
+  ASSERT_FALSE(outcome.response.warnings.empty());
+  const std::string& warning = outcome.response.warnings.back();
+  EXPECT_NE(warning.find("not resolved at admission (TimedOut"), std::string::npos) << warning;
+  EXPECT_LE(warning.size(), 256u);
+}
+
+TEST(AdmissionPin, TheRegistryIsAskedOnlyByTheMutatingWebhookInEnforceModeWithPinOn) {
+  Registry registry{0, kDigest};
+  Admit(Endpoint::Validate, CreateRequest(PinnedJobsPod()), core::Policy::Defaults(),
+        FirstPods(registry));
+  Admit(Endpoint::Mutate, CreateRequest(PinnedJobsPod()), core::Policy::Defaults(),
+        FirstPods(registry), core::Mode::Audit);
+  Admit(Endpoint::Mutate, CreateRequest(PinnedJobsPod()), core::Policy::Defaults(),
+        FirstPods(registry, core::PinMode::Warn));
+  EXPECT_EQ(registry.asked, 0);
+  // A recorded digest is not asked again.
+  Asked asked;
+  AdmitOptions recorded = RecordedIn(asked);
+  recorded.resolve_digest = FirstPods(registry).resolve_digest;
+  Admit(Endpoint::Mutate, CreateRequest(PinnedJobsPod()), core::Policy::Defaults(), recorded);
+  EXPECT_EQ(registry.asked, 0);
+}
+
+TEST(AdmissionPin, AtMostTwoContainersAPodAreResolved) {
+  Registry registry{0, kDigest};
+  Json pod = PinnedJobsPod();
+  for (int i = 1; i < 5; ++i) {
+    Json sidecar = pod["spec"]["containers"][0];
+    sidecar["name"] = "side-" + std::to_string(i);
+    pod["spec"]["containers"].push_back(sidecar);
+  }
+  const AdmissionOutcome outcome = Admit(Endpoint::Mutate, CreateRequest(std::move(pod)),
+                                         core::Policy::Defaults(), FirstPods(registry));
+  EXPECT_EQ(registry.asked, 2);
+  bool said = false;
+  for (const std::string& warning : outcome.response.warnings) {
+    said = said || warning.find("not resolved at admission: at most 2 a pod") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << JoinedWarnings(outcome.response.warnings);
+}
+
 }  // namespace
 }  // namespace ncclguard::webhook::pin_test
