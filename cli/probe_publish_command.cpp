@@ -17,6 +17,7 @@
 #include "cli/signals.h"
 #include "core/errors.h"
 #include "core/peer_status.h"
+#include "core/topology.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/resource.h"

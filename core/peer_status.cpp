@@ -120,22 +120,6 @@ std::string Describe(const std::string& client, const PeerTestResult& test) {
 
 }  // namespace
 
-std::string ClosestNetworkBlock(const Json& labels) {
-  if (!labels.is_object()) return "";
-  int deepest = 0;
-  std::string block;
-  for (const auto& [key, value] : labels.items()) {
-    if (!key.starts_with(kNetworkNodeLayerPrefix) || !value.is_string()) continue;
-    const std::string_view layer = std::string_view(key).substr(kNetworkNodeLayerPrefix.size());
-    int number = 0;
-    const auto [end, error] = std::from_chars(layer.data(), layer.data() + layer.size(), number);
-    if (error != std::errc() || end != layer.data() + layer.size() || number <= deepest) continue;
-    deepest = number;
-    block = value.get<std::string>();
-  }
-  return block;
-}
-
 std::string PeerGroupOf(std::string_view instance_type, std::string_view block) {
   std::string group;
   const auto append = [&group](std::string_view text) {

@@ -123,14 +123,6 @@ struct PeerJudgement {
 PeerJudgement JudgeSelf(std::string_view self, std::span<const std::string> nodes,
                         std::span<const PeerMember> members, std::uint64_t round, bool tested);
 
-// The label prefix of the EC2 instance topology that EKS and SageMaker HyperPod put on nodes:
-// layer 1 the farthest network nodes, the highest layer present the closest block.
-inline constexpr std::string_view kNetworkNodeLayerPrefix = "topology.k8s.aws/network-node-layer-";
-
-// The node's closest network block: the value of its highest network-node-layer label present,
-// "" without one. `labels`: the Node's metadata.labels (anything else reads as none).
-std::string ClosestNetworkBlock(const Json& labels);
-
 // The group a node's probe runs the checks between nodes with: its instance type, and its network
 // block where it has one (nodes of one block test each other: a round's cost stays with the block's
 // size), as a label value (at most 63 characters of [A-Za-z0-9._-], a hash of the whole when

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/peer_status.h"
+#include "core/topology.h"
 
 namespace ncclguard::core {
 namespace {
