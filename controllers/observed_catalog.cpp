@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <utility>
 
 #include "controllers/json_fields.h"
 #include "core/errors.h"
 #include "core/json_access.h"
 #include "core/pod_spec.h"
+#include "core/topology.h"
 
 namespace ncclguard::controllers {
 namespace {
@@ -34,7 +37,20 @@ bool SameCounts(const core::ObservedInstanceType& a, const core::ObservedInstanc
 
 bool SameEntry(const core::ObservedInstanceType& a, const core::ObservedInstanceType& b) {
   return SameCounts(a, b) && a.nodes == b.nodes && a.node_names == b.node_names &&
-         a.observed_time == b.observed_time;
+         a.observed_time == b.observed_time && a.topology_levels == b.topology_levels &&
+         a.nodes_missing_topology_level == b.nodes_missing_topology_level &&
+         a.ultra_server == b.ultra_server;
+}
+
+// The layers a node's labels carry, and whether it has an UltraServer id.
+std::pair<std::set<int>, bool> TopologyShape(const core::Json& node) {
+  const auto metadata = node.find("metadata");
+  const core::NodeTopology topology = core::ReadNodeTopology(
+      metadata != node.end() && metadata->is_object() ? metadata->value("labels", core::Json())
+                                                      : core::Json());
+  std::set<int> layers;
+  for (const core::TopologyLevel& level : topology.levels) layers.insert(level.layer);
+  return {std::move(layers), !topology.ultraserver.empty()};
 }
 
 }  // namespace
@@ -49,6 +65,9 @@ void InstanceTypeObserver::Add(const core::Json& node) {
   seen.efa_devices = std::max(seen.efa_devices, Capacity(node, core::kEfaResource));
   ++seen.nodes;
   names_[type].push_back(Meta(node, "name"));
+  auto [layers, ultra] = TopologyShape(node);
+  seen.ultra_server = seen.ultra_server || ultra;
+  ++layer_sets_[type][std::move(layers)];
 }
 
 std::vector<core::ObservedInstanceType> InstanceTypeObserver::Result() && {
@@ -60,6 +79,13 @@ std::vector<core::ObservedInstanceType> InstanceTypeObserver::Result() && {
     std::partial_sort(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
     list.resize(keep);
     seen.node_names = std::move(list);
+    // Every layer any node of the type carries; a node that lacks one of them is counted.
+    std::set<int> all;
+    for (const auto& [layers, count] : layer_sets_[type]) all.insert(layers.begin(), layers.end());
+    for (const auto& [layers, count] : layer_sets_[type]) {
+      if (layers != all) seen.nodes_missing_topology_level += count;
+    }
+    for (const int layer : all) seen.topology_levels.push_back(core::NetworkLayerLabel(layer));
     observed.push_back(std::move(seen));
   }
   return observed;
@@ -91,7 +117,8 @@ std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
 bool ObservedFieldsDiffer(const core::Json& before, const core::Json& after) {
   return InstanceTypeOf(before) != InstanceTypeOf(after) ||
          Capacity(before, core::kGpuResource) != Capacity(after, core::kGpuResource) ||
-         Capacity(before, core::kEfaResource) != Capacity(after, core::kEfaResource);
+         Capacity(before, core::kEfaResource) != Capacity(after, core::kEfaResource) ||
+         TopologyShape(before) != TopologyShape(after);
 }
 
 }  // namespace ncclguard::controllers

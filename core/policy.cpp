@@ -14,6 +14,7 @@
 #include "core/guide.h"
 #include "core/json.h"
 #include "core/rule.h"
+#include "core/topology.h"
 
 namespace ncclguard::core {
 
@@ -471,6 +472,26 @@ std::vector<ObservedInstanceType> ParseObservedCatalog(const Json& value) {
     type.efa_devices = ObservedCount(entry, "efaDevices", at, 64);
     type.nodes = ObservedCount(entry, "nodes", at, 1'000'000);
     type.observed_time = ObservedString(entry, "observedTime", at);
+    type.nodes_missing_topology_level =
+        ObservedCount(entry, "nodesMissingTopologyLevel", at, 1'000'000);
+    if (const auto levels = entry.find("topologyLevels"); levels != entry.end()) {
+      if (!levels->is_array()) throw PolicyError(at + ".topologyLevels: expected a list");
+      if (levels->size() > static_cast<std::size_t>(kMaxNetworkLayer)) {
+        throw PolicyError(at + ".topologyLevels: at most " + std::to_string(kMaxNetworkLayer) +
+                          " levels");
+      }
+      for (const Json& level : *levels) {
+        if (!level.is_string() || !NetworkLayerOf(level.get<std::string>())) {
+          throw PolicyError(at + ".topologyLevels: " + level.dump() + " is not a " +
+                            std::string(kNetworkNodeLayerPrefix) + "N label");
+        }
+        type.topology_levels.push_back(level.get<std::string>());
+      }
+    }
+    if (const auto ultra = entry.find("ultraServer"); ultra != entry.end()) {
+      if (!ultra->is_boolean()) throw PolicyError(at + ".ultraServer: expected true or false");
+      type.ultra_server = ultra->get<bool>();
+    }
     if (const auto names = entry.find("nodeNames"); names != entry.end()) {
       if (!names->is_array()) throw PolicyError(at + ".nodeNames: expected a list");
       for (const Json& name : *names) {
@@ -494,6 +515,11 @@ Json ObservedCatalogJson(const std::vector<ObservedInstanceType>& observed) {
                {"nodes", type.nodes},
                {"nodeNames", type.node_names}};
     if (!type.observed_time.empty()) entry["observedTime"] = type.observed_time;
+    if (!type.topology_levels.empty()) entry["topologyLevels"] = type.topology_levels;
+    if (type.nodes_missing_topology_level > 0) {
+      entry["nodesMissingTopologyLevel"] = type.nodes_missing_topology_level;
+    }
+    if (type.ultra_server) entry["ultraServer"] = true;
     list.push_back(std::move(entry));
   }
   return list;

@@ -53,6 +53,13 @@ struct ObservedInstanceType {
   int nodes = 0;                        // nodes of the type seen
   std::vector<std::string> node_names;  // the first kMaxObservedNodeNames of them, by name
   std::string observed_time;            // RFC 3339: when these counts were first seen
+  // The network-node-layer labels its nodes carry (core/topology.h), the farthest first: the last
+  // is the deepest level, the closest block. At most kMaxNetworkLayer.
+  std::vector<std::string> topology_levels;
+  // Nodes of the type that lack one of topology_levels (Kueue's topology-aware scheduling leaves
+  // such a node out of a Topology's capacity).
+  int nodes_missing_topology_level = 0;
+  bool ultra_server = false;  // a node of the type carries topology.k8s.aws/ultraserver-id
 };
 inline constexpr std::size_t kMaxObservedNodeNames = 10;
 

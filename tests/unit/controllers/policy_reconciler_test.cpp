@@ -3,8 +3,10 @@
 
 #include <variant>
 
+#include "controllers/observed_catalog.h"
 #include "controllers/policy_object.h"
 #include "controllers/policy_reconciler.h"
+#include "core/errors.h"
 
 namespace ncclguard::test {
 namespace {
@@ -128,6 +130,90 @@ TEST(ReconcileNcclPolicy, PublishesTheInstanceTypesItsNodesAdvertise) {
   const Json& now = OnlyPatch(raised).patch["status"]["observedInstanceTypes"][0];
   EXPECT_EQ(now["efaDevices"], 64);
   EXPECT_EQ(now["observedTime"], "2026-12-02T15:00:00Z");
+}
+
+// Each type's topology: the network-node-layer labels its nodes carry (3 on p5, 4 on p6-b200),
+// nodes that lack one of them, and UltraServers.
+Json LayeredNode(const std::string& name, const std::string& type, int layers,
+                 const std::string& ultraserver = "") {
+  Json node = Node(name, type, "8", "32");
+  for (int layer = 1; layer <= layers; ++layer) {
+    node["metadata"]["labels"]["topology.k8s.aws/network-node-layer-" + std::to_string(layer)] =
+        "nn-" + name + "-" + std::to_string(layer);
+  }
+  if (!ultraserver.empty()) {
+    node["metadata"]["labels"]["topology.k8s.aws/ultraserver-id"] = ultraserver;
+  }
+  return node;
+}
+
+TEST(ReconcileNcclPolicy, LearnsEachTypesTopologyLevelsAtThreeAndFourLayers) {
+  Json object = Policy(23456);
+  const std::vector<Json> nodes{
+      LayeredNode("p5-0", "p5.48xlarge", 3), LayeredNode("p5-1", "p5.48xlarge", 3),
+      // Missing its deepest level: counted.
+      LayeredNode("p5-2", "p5.48xlarge", 2), LayeredNode("b200-0", "p6-b200.48xlarge", 4, "us-1"),
+      LayeredNode("plain-0", "x9.48xlarge", 0)};
+  const ReconcileResult first = ReconcileNcclPolicy({"default"}, object, nodes, kPolicyT0);
+  const Json& observed = OnlyPatch(first).patch["status"]["observedInstanceTypes"];
+  ASSERT_EQ(observed.size(), 3u) << observed.dump();
+  EXPECT_EQ(observed[0]["name"], "p5.48xlarge");
+  EXPECT_EQ(observed[0]["topologyLevels"],
+            (Json{"topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+                  "topology.k8s.aws/network-node-layer-3"}));
+  EXPECT_EQ(observed[0]["nodesMissingTopologyLevel"], 1);
+  EXPECT_FALSE(observed[0].contains("ultraServer"));
+  EXPECT_EQ(observed[1]["name"], "p6-b200.48xlarge");
+  EXPECT_EQ(observed[1]["topologyLevels"].size(), 4u);
+  EXPECT_EQ(observed[1]["topologyLevels"].back(), "topology.k8s.aws/network-node-layer-4");
+  EXPECT_EQ(observed[1]["ultraServer"], true);
+  EXPECT_FALSE(observed[1].contains("nodesMissingTopologyLevel"));
+  EXPECT_FALSE(observed[2].contains("topologyLevels"));  // no labels: nothing said
+
+  // Read back as written; level-triggered.
+  object.merge_patch(OnlyPatch(first).patch);
+  const auto parsed = core::ParseObservedCatalog(object);
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_EQ(parsed[1].topology_levels.size(), 4u);
+  EXPECT_TRUE(parsed[1].ultra_server);
+  EXPECT_EQ(parsed[0].nodes_missing_topology_level, 1);
+  EXPECT_EQ(core::ObservedCatalogJson(parsed), object["status"]["observedInstanceTypes"]);
+  EXPECT_TRUE(ReconcileNcclPolicy({"default"}, object, nodes, kPolicyT0).actions.empty());
+
+  // The missing level labelled: written again, the counts' time kept.
+  std::vector<Json> fixed = nodes;
+  fixed[2] = LayeredNode("p5-2", "p5.48xlarge", 3);
+  EXPECT_TRUE(ObservedFieldsDiffer(nodes[2], fixed[2]));
+  EXPECT_FALSE(ObservedFieldsDiffer(nodes[2], nodes[2]));
+  const ReconcileResult relabelled =
+      ReconcileNcclPolicy({"default"}, object, fixed, kPolicyT0 + std::chrono::hours(1));
+  const Json& now = OnlyPatch(relabelled).patch["status"]["observedInstanceTypes"][0];
+  EXPECT_FALSE(now.contains("nodesMissingTopologyLevel"));
+  EXPECT_EQ(now["observedTime"], "2026-12-02T14:00:00Z");
+}
+
+TEST(ReconcileNcclPolicy, AnUnreadableTopologyLevelNamesTheField) {
+  const auto error = [](Json entry) {
+    entry["name"] = "p5.48xlarge";
+    try {
+      core::ParseObservedCatalog(Json::array({entry}));
+    } catch (const core::PolicyError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({{"topologyLevels", "layer-3"}}),
+            "observedInstanceTypes[0].topologyLevels: expected a list");
+  EXPECT_EQ(error({{"topologyLevels", {"kubernetes.io/hostname"}}}),
+            "observedInstanceTypes[0].topologyLevels: \"kubernetes.io/hostname\" is not a "
+            "topology.k8s.aws/network-node-layer-N label");
+  EXPECT_EQ(error({{"topologyLevels",
+                    Json(std::vector<std::string>(17, "topology.k8s.aws/network-node-layer-1"))}}),
+            "observedInstanceTypes[0].topologyLevels: at most 16 levels");
+  EXPECT_EQ(error({{"ultraServer", "yes"}}),
+            "observedInstanceTypes[0].ultraServer: expected true or false");
+  EXPECT_EQ(error({{"nodesMissingTopologyLevel", -1}}),
+            "observedInstanceTypes[0].nodesMissingTopologyLevel: must be between 0 and 1000000");
 }
 
 TEST(ReconcileNcclPolicy, AStatusEditedIntoNonsenseIsWrittenAgainAndIsNotThePolicysError) {
