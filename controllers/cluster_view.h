@@ -34,6 +34,9 @@ class ClusterView {
   virtual std::optional<NodeSupply> IndexedSupply(const NodeDemand& /*demand*/) const {
     return std::nullopt;
   }
+  // The Node of that name (its labels: its place in the network, core/topology.h); nullopt when
+  // it is not known, or a view that does not read nodes by name.
+  virtual std::optional<Json> Node(std::string_view /*name*/) const { return std::nullopt; }
   // The cluster-scoped NodeValidation named after the node.
   virtual std::optional<Json> NodeValidation(std::string_view node_name) const = 0;
   virtual std::optional<Json> Namespace(std::string_view name) const = 0;

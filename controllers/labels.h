@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/json.h"
+#include "core/placement.h"
 
 namespace ncclguard::controllers {
 
@@ -15,7 +16,7 @@ inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-b
 inline constexpr std::string_view kManagedByValue = "ncclguard";
 // Set by Kubeflow's training and MPI operators on a job's pods: the pod's replica type, lower-cased
 // ("master", "worker", "launcher").
-inline constexpr std::string_view kReplicaTypeLabel = "training.kubeflow.org/replica-type";
+inline constexpr std::string_view kReplicaTypeLabel = core::kReplicaTypeLabel;
 
 std::optional<std::string> Label(const Json& object, std::string_view key);
 std::optional<std::string> Annotation(const Json& object, std::string_view key);

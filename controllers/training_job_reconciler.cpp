@@ -17,6 +17,7 @@
 #include "core/gate.h"
 #include "core/guide.h"
 #include "core/image_pin.h"
+#include "core/placement.h"
 #include "core/reason.h"
 #include "core/rendezvous.h"
 
@@ -352,6 +353,7 @@ class JobReconcile {
     const std::vector<Json> pods =
         view_.PodsWithLabel(key_.namespace_, info_.pod_job_label, key_.name);
     RecordImageDigests(pods);
+    if (held == nullptr) ReportPlacement(pods);
     std::vector<Json> events = job_events_;
     std::map<std::string, Json, std::less<>> validations;
     for (const Json& pod : pods) {
@@ -484,6 +486,51 @@ class JobReconcile {
             wanted->message);
     }
     SetCondition(*wanted);
+  }
+
+  // NcclPlacement (docs/operator.md, "Placement"): the network blocks the job's running pods
+  // span, once every one of them is bound to a node; said again only when it changes. An Event
+  // for OneBlock and Spread, none for NoTopologyLabels (a cluster without the labels stays quiet).
+  void ReportPlacement(const std::vector<Json>& pods) {
+    std::vector<core::PlacedPod> placed;
+    for (const Json& pod : pods) {
+      const auto status = pod.find("status");
+      const std::string phase = status != pod.end() ? StringField(*status, "phase") : "";
+      if (phase == "Succeeded" || phase == "Failed") continue;
+      if (!core::RunsRanks(info_, Label(pod, kReplicaTypeLabel).value_or(""))) continue;
+      const auto spec = pod.find("spec");
+      std::string node = spec != pod.end() ? StringField(*spec, "nodeName") : "";
+      if (node.empty()) return;  // not all placed yet: judged once they are
+      const auto metadata = pod.find("metadata");
+      const Json labels = metadata != pod.end() && metadata->is_object()
+                              ? metadata->value("labels", Json::object())
+                              : Json::object();
+      placed.push_back(
+          {Meta(pod, "name"), std::move(node), core::RankKeyOf(labels, info_.rank_zero.roles)});
+    }
+    if (placed.empty()) return;
+    const core::Placement placement =
+        core::JudgePlacement(placed, [this](std::string_view name) -> core::NodeTopology {
+          const auto node = view_.Node(name);
+          if (!node || !node->is_object()) return {};
+          const auto metadata = node->find("metadata");
+          if (metadata == node->end() || !metadata->is_object()) return {};
+          return core::ReadNodeTopology(metadata->value("labels", Json::object()));
+        });
+    const bool one_block = placement.verdict == core::PlacementVerdict::OneBlock;
+    const bool spread = placement.verdict == core::PlacementVerdict::Spread;
+    std::string message = placement.message;
+    if (spread) message += " \u2014 see " + Link(policy_, "advanced-tuning");
+    const Condition wanted{
+        std::string(core::kPlacementCondition), one_block ? "True" : (spread ? "False" : "Unknown"),
+        std::string(placement.reason), BoundedNote(std::move(message)), std::nullopt};
+    const auto current = FindCondition(working_, core::kPlacementCondition);
+    const bool changed = !current || current->status != wanted.status ||
+                         current->reason != wanted.reason || current->message != wanted.message;
+    if (changed && wanted.status != "Unknown") {
+      Event(one_block ? "Normal" : "Warning", wanted.reason, "Place", wanted.message);
+    }
+    SetCondition(wanted);
   }
 
   // NcclTransport from what the pods' logs said: Socket when any container uses sockets (the job

@@ -90,6 +90,10 @@ inline constexpr std::string_view kDiagnosisCondition = "NcclDiagnosis";
 inline constexpr std::string_view kTransportCondition = "NcclTransport";
 // What NCCL's RAS says of a running job (core/ras.h): True while it reports every rank healthy.
 inline constexpr std::string_view kHealthCondition = "NcclHealth";
+// Where a running job's pods landed in the network (core/placement.h): True OneBlock when they
+// share one closest network block, False Spread when they span several, Unknown NoTopologyLabels
+// when their nodes carry no topology.k8s.aws/network-node-layer-N labels.
+inline constexpr std::string_view kPlacementCondition = "NcclPlacement";
 inline constexpr std::string_view kNodeReadyCondition = "NcclReady";
 
 }  // namespace ncclguard::core

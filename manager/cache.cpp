@@ -227,6 +227,10 @@ std::vector<Json> CacheView::NodesWithLabel(std::string_view label_key,
   return nodes;
 }
 
+std::optional<Json> CacheView::Node(std::string_view name) const {
+  return Copy(caches_.nodes().Get(std::string(name)));
+}
+
 std::optional<Json> CacheView::NodeValidation(std::string_view node_name) const {
   return Copy(caches_.node_validations().Get(std::string(node_name)));
 }

@@ -136,6 +136,7 @@ class CacheView : public controllers::ClusterView {
                                     std::string_view name) const override;
   std::vector<core::Json> NodesWithLabel(std::string_view label_key,
                                          std::string_view label_value) const override;
+  std::optional<core::Json> Node(std::string_view name) const override;
   std::optional<core::Json> NodeValidation(std::string_view node_name) const override;
   std::optional<core::Json> Namespace(std::string_view name) const override;
   std::optional<core::Json> Runtime(const core::RuntimeRef& ref,

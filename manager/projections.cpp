@@ -6,6 +6,7 @@
 #include "controllers/labels.h"
 #include "core/contract.h"
 #include "core/json_access.h"
+#include "core/placement.h"
 #include "core/pod_spec.h"
 
 namespace ncclguard::manager {
@@ -109,12 +110,15 @@ kube::Projection PodProjection() {
       }
     }
     if (job_labels.empty()) return out;  // no managed job's pod: nothing to read
-    // The RAS reader the controller marked (controllers/nccl_health.h), and the replica type that
-    // tells an MPIJob's launcher (no NCCL) from its workers.
-    for (const std::string_view label : {core::kRasReaderLabel, controllers::kReplicaTypeLabel}) {
+    // The RAS reader the controller marked (controllers/nccl_health.h); the replica type that
+    // tells an MPIJob's launcher (no NCCL) from its workers, and the indexes that give the rank
+    // order the job's placement is judged in (core/placement.h).
+    const auto keep = [&](std::string_view label) {
       const std::string key(label);
       if (labels->contains(key)) job_labels[key] = (*labels)[key];
-    }
+    };
+    keep(core::kRasReaderLabel);
+    for (const std::string_view label : core::kPodIndexLabels) keep(label);
     out["metadata"]["labels"] = std::move(job_labels);
     // Which pod's digest is a job's image pin: the earliest created (core/image_pin.h).
     if (m != nullptr) CopyIfPresent(*m, out["metadata"], "creationTimestamp");

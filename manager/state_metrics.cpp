@@ -140,23 +140,42 @@ prometheus::MetricFamily HeldJobsFamily(const std::map<core::WorkloadKind, EachO
   return held.Family();
 }
 
-prometheus::MetricFamily NcclHealthFamily(const std::map<core::WorkloadKind, EachObject>& jobs) {
-  Tally health("ncclguard_job_nccl_health",
-               "Jobs by the reason of their NcclHealth condition: what NCCL's RAS said when the "
-               "probe last read them (Healthy, ProcessDead, RankError, CollectiveStuck, "
-               "RankUnresponsive; RasWaiting, RasDisabled, RasUnanswered while not read).",
-               {"kind", "namespace", "reason"});
+namespace {
+
+// Jobs by the reason of their condition of `type`.
+prometheus::MetricFamily JobsByConditionReason(const std::map<core::WorkloadKind, EachObject>& jobs,
+                                               std::string_view type, const char* name,
+                                               const char* help) {
+  Tally tally(name, help, {"kind", "namespace", "reason"});
   for (const auto& [kind, each] : jobs) {
     const std::string kind_name(core::KindInfoOf(kind).kind_name);
     each([&](const Json& job) {
       if (!job.is_object()) return;
-      const auto condition = controllers::FindCondition(job, core::kHealthCondition);
+      const auto condition = controllers::FindCondition(job, type);
       if (!condition) return;
-      health.Add({kind_name, controllers::Meta(job, "namespace"),
-                  IsReason(condition->reason) ? condition->reason : "Unknown"});
+      tally.Add({kind_name, controllers::Meta(job, "namespace"),
+                 IsReason(condition->reason) ? condition->reason : "Unknown"});
     });
   }
-  return health.Family();
+  return tally.Family();
+}
+
+}  // namespace
+
+prometheus::MetricFamily NcclHealthFamily(const std::map<core::WorkloadKind, EachObject>& jobs) {
+  return JobsByConditionReason(
+      jobs, core::kHealthCondition, "ncclguard_job_nccl_health",
+      "Jobs by the reason of their NcclHealth condition: what NCCL's RAS said when the probe last "
+      "read them (Healthy, ProcessDead, RankError, CollectiveStuck, RankUnresponsive; RasWaiting, "
+      "RasDisabled, RasUnanswered while not read).");
+}
+
+prometheus::MetricFamily PlacementFamily(const std::map<core::WorkloadKind, EachObject>& jobs) {
+  return JobsByConditionReason(
+      jobs, core::kPlacementCondition, "ncclguard_job_placement",
+      "Jobs by the reason of their NcclPlacement condition: whether their running pods share one "
+      "closest network block (OneBlock), span several (Spread), or sit on nodes without "
+      "topology labels (NoTopologyLabels).");
 }
 
 void WriteNodeCheckStatus(const EachObject& validations, std::string& out) {

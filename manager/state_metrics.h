@@ -66,6 +66,11 @@ prometheus::MetricFamily HeldJobsFamily(const std::map<core::WorkloadKind, EachO
 // NCCL's RAS said when the probe last read them), by its reason. No series for a count of 0.
 prometheus::MetricFamily NcclHealthFamily(const std::map<core::WorkloadKind, EachObject>& jobs);
 
+// ncclguard_job_placement{namespace, kind, reason}: jobs with an NcclPlacement condition (the
+// network blocks their running pods span, core/placement.h), by its reason (OneBlock, Spread,
+// NoTopologyLabels). No series for a count of 0.
+prometheus::MetricFamily PlacementFamily(const std::map<core::WorkloadKind, EachObject>& jobs);
+
 // ncclguard_node_check_status{node, check, status} = 1 for each check of each NodeValidation
 // (status Pass, Warn, Fail or Skip; an entry without a readable id and status is left out, and
 // a node's second entry of one check id too).

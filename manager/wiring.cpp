@@ -420,6 +420,7 @@ ControllerModule DeclareTrainingJobs() {
       }
       out.push_back(HeldJobsFamily(jobs));
       out.push_back(NcclHealthFamily(jobs));
+      out.push_back(PlacementFamily(jobs));
     });
   };
   return module;

@@ -114,6 +114,9 @@ METRICS = {
     "ncclguard_job_nccl_health": ("gauge", _leader([
         {"namespace": "ml", "kind": "PyTorchJob", "reason": "Healthy"},
         {"namespace": "ml", "kind": "PyTorchJob", "reason": "CollectiveStuck"}])),
+    "ncclguard_job_placement": ("gauge", _leader([
+        {"namespace": "ml", "kind": "PyTorchJob", "reason": "OneBlock"},
+        {"namespace": "ml", "kind": "PyTorchJob", "reason": "Spread"}])),
     # The background audit (on the leader; a standby reports zeros).
     "ncclguard_audit_results": ("gauge", _leader([{"result": "pass"}, {"result": "warn"}, {"result": "fail"}])),
     "ncclguard_audit_findings": ("gauge", _leader([{"rule": "efa-resources-missing"}, {"rule": "ipc-lock-missing"},

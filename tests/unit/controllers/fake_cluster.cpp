@@ -190,6 +190,13 @@ std::vector<Json> FakeCluster::NodesWithLabel(std::string_view key, std::string_
   return out;
 }
 
+std::optional<Json> FakeCluster::Node(std::string_view name) const {
+  for (const Json& node : nodes_) {
+    if (controllers::Meta(node, "name") == name) return node;
+  }
+  return std::nullopt;
+}
+
 std::optional<Json> FakeCluster::NodeValidation(std::string_view node) const {
   const auto it = validations_.find(std::string(node));
   if (it == validations_.end()) return std::nullopt;

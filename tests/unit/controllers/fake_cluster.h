@@ -52,6 +52,7 @@ class FakeCluster : public controllers::ClusterView {
                                   std::string_view value) const override;
   std::optional<Json> Service(std::string_view ns, std::string_view name) const override;
   std::vector<Json> NodesWithLabel(std::string_view key, std::string_view value) const override;
+  std::optional<Json> Node(std::string_view name) const override;
   std::optional<Json> NodeValidation(std::string_view node) const override;
   std::optional<Json> Namespace(std::string_view name) const override;
   std::vector<Json> EventsAbout(std::string_view ns, std::string_view kind,

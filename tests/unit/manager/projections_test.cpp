@@ -158,6 +158,32 @@ TEST(ControllerProjections, ReconcilingOverProjectedObjectsGivesTheSameActions) 
   }
 }
 
+// The placement's rank order (core/placement.h): a managed job's pod keeps its node and index
+// labels through the cache, and the cached Node its topology labels.
+TEST(ControllerProjections, APodKeepsItsNodeAndTheLabelsItsRankOrderIsReadFrom) {
+  Json pod = KubeflowPod("team", "llama", "llama-worker-3", {{"phase", "Running"}}, "n1");
+  pod["metadata"]["labels"]["training.kubeflow.org/replica-type"] = "worker";
+  pod["metadata"]["labels"]["training.kubeflow.org/replica-index"] = "3";
+  pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = "3";
+  pod["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"] = "1";
+  pod["metadata"]["labels"]["jobset.sigs.k8s.io/job-global-index"] = "4";
+  pod["metadata"]["labels"]["unrelated"] = "x";
+  const Json kept = manager::CachedFields(kube::resources::Pods())(Noisy(pod));
+  for (const auto& [key, value] : pod["metadata"]["labels"].items()) {
+    EXPECT_EQ(kept["metadata"]["labels"].value(key, Json()), key == "unrelated" ? Json() : value)
+        << key;
+  }
+  EXPECT_EQ(kept["spec"]["nodeName"], "n1");
+  const Json node{{"metadata",
+                   {{"name", "n1"},
+                    {"labels",
+                     {{"topology.k8s.aws/network-node-layer-3", "nn-a"},
+                      {"topology.k8s.aws/ultraserver-id", "us-1"}}}}},
+                  {"status", {{"images", Json::array()}}}};
+  EXPECT_EQ(manager::CachedFields(kube::resources::Nodes())(node)["metadata"]["labels"],
+            node["metadata"]["labels"]);
+}
+
 TEST(ControllerProjections, PodsOfNoManagedJobKeepOnlyTheirIdentity) {
   const Json pod{{"metadata",
                   {{"name", "web"},

@@ -97,6 +97,28 @@ TEST(StateMetrics, HeldJobsAreCountedByNamespaceKindAndReasonUntilReleased) {
   EXPECT_EQ(Text(manager::HeldJobsFamily(EachJob(jobs))).find(R"(kind="Job")"), std::string::npos);
 }
 
+Json PlacedJob(const std::string& ns, const std::string& name, const std::string& reason) {
+  return {{"metadata", {{"namespace", ns}, {"name", name}}},
+          {"status",
+           {{"conditions", Json::array({{{"type", "NcclPlacement"},
+                                         {"status", reason == "OneBlock" ? "True" : "False"},
+                                         {"reason", reason}}})}}}};
+}
+
+TEST(StateMetrics, JobsAreCountedByTheReasonOfTheirPlacement) {
+  std::map<WorkloadKind, std::vector<kube::CachedObject>> jobs;
+  jobs[WorkloadKind::PyTorchJob] = {
+      Cached(PlacedJob("ml", "a", "OneBlock")), Cached(PlacedJob("ml", "b", "Spread")),
+      Cached(PlacedJob("ml", "c", "Spread")), Cached(GatedJob("ml", "d", "admitted"))};  // none yet
+  const std::string text = Text(manager::PlacementFamily(EachJob(jobs)));
+  const std::string placement = "ncclguard_job_placement";
+  EXPECT_TRUE(HasLine(text, placement + R"({kind="PyTorchJob",namespace="ml",reason="Spread"} 2)"))
+      << text;
+  EXPECT_TRUE(
+      HasLine(text, placement + R"({kind="PyTorchJob",namespace="ml",reason="OneBlock"} 1)"));
+  EXPECT_EQ(text.find(R"(reason="NoTopologyLabels")"), std::string::npos);  // no series for 0
+}
+
 TEST(StateMetrics, ANodeCheckTurningFailMovesItsSeriesAndADeletedValidationTakesThemAway) {
   const std::string pass =
       R"(ncclguard_node_check_status{check="efa-device-count",node="n1",status="Pass"} 1)";
