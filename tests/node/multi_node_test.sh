@@ -21,7 +21,10 @@
 #      network namespace every 5 s: NcclHealth Healthy; rank 8's process reported dead on node 2:
 #      ProcessDead naming that pod and node, with an Event; healthy again; the same AllReduce
 #      counts in two reports: CollectiveStuck; a pod whose RAS never answers (another Job) costs
-#      each round its 2 s timeout, not a stall
+#      each round its 2 s timeout, not a stall; placement in the network (core/placement.h): the
+#      nodes labelled with the EC2 topology in two network-node-layer-3 blocks, the Job's two pods
+#      on both: NcclPlacement False Spread naming both blocks, with an Event; node 2 relabelled
+#      into node 1's block, another such Job: True OneBlock
 #   6. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
 #      bridge's namespace holds only lo, br0 and the nodes' veths; the host's interfaces,
 #      iptables rules and ip_forward are the same during the run and after stop, and stop
@@ -402,6 +405,14 @@ else
 fi
 k create namespace ras >/dev/null
 k label namespace ras ncclguard.io/enabled=true >/dev/null
+# The EC2 instance topology as EKS labels it: one spine, two network-node-layer-3 blocks. After
+# the probes restarted: they read their peer group (with the block) when they start.
+topology() { # NODE LAYER-3 BLOCK
+  k label node "$1" --overwrite topology.k8s.aws/network-node-layer-1=nn-spine \
+    topology.k8s.aws/network-node-layer-2=nn-agg "topology.k8s.aws/network-node-layer-3=$2" >/dev/null
+}
+topology "$node1" nn-block-a
+topology "$node2" nn-block-b
 ras_job ras 2 8 scenario.json >"$work/ras.yaml"
 ras_job ras-quiet 1 0 quiet.json >"$work/ras-quiet.yaml"
 eventually 90 k apply -f "$work/ras.yaml" -f "$work/ras-quiet.yaml" ||
@@ -415,6 +426,15 @@ if eventually 180 both_running; then
   pass "Job ras runs a RAS stand-in in each pod: $(ras_pod 0 metadata.name)@$(ras_pod 0 spec.nodeName)=$ras_ip0, $ras_pod1@$ras_node1=$ras_ip1"
 else
   fail "Job ras's pods: $(k -n ras get pods -o wide 2>&1 | tr '\n' ';') $(k -n ras get job ras -o jsonpath='{.status.conditions}')"
+fi
+placement() { k -n ras get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclPlacement")]}{.status} {.reason}: {.message}{end}'; }
+placement_is() { [[ "$(placement "$1")" == "$2"* ]]; }
+job_event() { k -n ras get events --field-selector "involvedObject.name=$1,reason=$2" -o jsonpath='{.items[*].note}{.items[*].message}'; }
+if eventually 30 placement_is ras "False Spread: 2 pods on 2 nodes in 2 network-node-layer-3 blocks: nn-block-a 1 node, nn-block-b 1 node (one network-node-layer-2 block, nn-agg)" &&
+  eventually 30 job_event ras Spread; then
+  pass "Job ras's pods in two blocks: NcclPlacement $(placement ras); Event: $(job_event ras Spread | cut -c1-120)"
+else
+  fail "Job ras's placement: '$(placement ras)'; Events: $(job_event ras Spread)"
 fi
 health() { k -n ras get job "$1" -o jsonpath='{range .status.conditions[?(@.type=="NcclHealth")]}{.status} {.reason}: {.message}{end}'; }
 health_is() { [[ "$(health "$1")" == "$2"* ]]; }
@@ -452,6 +472,18 @@ else
   fail "the stuck collective: '$(health ras)'"
 fi
 k -n ras delete job ras ras-quiet --wait=false >/dev/null 2>&1 || true
+# Node 2 moved into node 1's block: the next Job's two pods (8 GPUs each, one a node) share it.
+topology "$node2" nn-block-a
+ras_job placed 2 8 scenario.json >"$work/placed.yaml"
+eventually 60 k apply -f "$work/placed.yaml" || fail "Job placed not admitted: $(k apply -f "$work/placed.yaml" 2>&1)"
+start=$SECONDS
+if eventually 120 placement_is placed "True OneBlock: 2 pods on 2 nodes in one network-node-layer-3 block nn-block-a" &&
+  eventually 30 job_event placed OneBlock; then
+  pass "node 2 relabelled into nn-block-a: Job placed $(placement placed) ($((SECONDS - start))s)"
+else
+  fail "Job placed: '$(placement placed)'; $(k -n ras get pods -o wide 2>&1 | tr '\n' ';')"
+fi
+k -n ras delete job placed --wait=false >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 6. containment on node 2
 if in_node2 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
