@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/base64.h"
+
 namespace ncclguard::kube {
 namespace {
 
@@ -146,37 +148,10 @@ void ReadImpersonation(const KubeConfigReader& reader, const YAML::Node& user,
 }  // namespace
 
 std::string DecodeBase64(const std::string& text, const std::string& field) {
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buffer = 0;
-  int bits = 0;
-  bool padding = false;
-  for (char c : text) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      padding = true;
-      continue;
-    }
-    int value = value_of(c);
-    if (value < 0 || padding) {
-      throw ConfigError(field + ": not valid base64 (unexpected '" + std::string(1, c) + "')");
-    }
-    buffer = (buffer << 6) | static_cast<unsigned>(value);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFFu));
-    }
-  }
-  if (bits >= 6) throw ConfigError(field + ": not valid base64 (truncated)");
-  return out;
+  std::string problem;
+  std::optional<std::string> decoded = core::DecodeBase64(text, &problem);
+  if (!decoded) throw ConfigError(field + ": not valid base64 (" + problem + ")");
+  return std::move(*decoded);
 }
 
 ClientConfig ParseKubeConfig(const std::string& yaml_text, const std::string& source_name,

@@ -8,9 +8,11 @@
 #include <future>
 #include <utility>
 
+#include "core/base64.h"
 #include "core/errors.h"
 #include "core/json_reader.h"
 #include "log/log.h"
+#include "webhook/admission_review.h"
 
 namespace ncclguard::webhook {
 namespace {
@@ -58,57 +60,6 @@ bool IsHostPort(std::string_view text) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ':' ||
            c == '[' || c == ']' || c == '_';
   });
-}
-
-std::optional<std::string> DecodeBase64(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() / 4 * 3 + 3);
-  std::uint32_t bits = 0;
-  int count = 0;
-  std::size_t end = text.size();
-  while (end > 0 && text[end - 1] == '=') --end;
-  if (text.size() - end > 2) return std::nullopt;
-  for (std::size_t i = 0; i < end; ++i) {
-    const char c = text[i];
-    int value;
-    if (c >= 'A' && c <= 'Z') {
-      value = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      value = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      value = c - '0' + 52;
-    } else if (c == '+') {
-      value = 62;
-    } else if (c == '/') {
-      value = 63;
-    } else {
-      return std::nullopt;
-    }
-    bits = (bits << 6) | static_cast<std::uint32_t>(value);
-    if (++count == 4) {
-      out += static_cast<char>((bits >> 16) & 0xff);
-      out += static_cast<char>((bits >> 8) & 0xff);
-      out += static_cast<char>(bits & 0xff);
-      bits = 0;
-      count = 0;
-    }
-  }
-  if (count == 1) return std::nullopt;
-  if (count == 2) out += static_cast<char>((bits >> 4) & 0xff);
-  if (count == 3) {
-    out += static_cast<char>((bits >> 10) & 0xff);
-    out += static_cast<char>((bits >> 2) & 0xff);
-  }
-  return out;
-}
-
-std::string EncodeBase64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                      reinterpret_cast<const unsigned char*>(bytes.data()),
-                                      static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(std::max(written, 0)));
-  return out;
 }
 
 std::string Sha256Hex(std::string_view bytes) {
@@ -483,7 +434,7 @@ class Exchange {
                     Describe(manifest) + ": 401, Basic credentials asked and none given for it");
       }
       manifest.authorization =
-          "Basic " + EncodeBase64(credential->username + ":" + credential->password);
+          "Basic " + Base64Encode(credential->username + ":" + credential->password);
       return std::nullopt;
     }
     return Fail(ResolveStatus::Unauthorized, Describe(manifest) + ": 401 asking for " +
@@ -526,7 +477,7 @@ class Exchange {
     token.url += "scope=" + escape("repository:" + repository + ":pull");
     if (credential != nullptr) {
       token.authorization =
-          "Basic " + EncodeBase64(credential->username + ":" + credential->password);
+          "Basic " + Base64Encode(credential->username + ":" + credential->password);
     }
     Answer answer;
     if (!Perform(token, answer)) return TransportFailure(token, answer);
@@ -668,7 +619,7 @@ std::vector<RegistryCredential> ReadDockerConfig(std::string_view bytes) {
     if (auth != entry.end() &&
         !(auth->is_string() && auth->get_ref<const std::string&>().empty())) {
       if (!auth->is_string()) throw core::InputError(name + ": auth is not a string");
-      const auto decoded = DecodeBase64(auth->get_ref<const std::string&>());
+      const auto decoded = core::DecodeBase64(auth->get_ref<const std::string&>());
       if (!decoded) throw core::InputError(name + ": auth is not base64");
       const auto colon = decoded->find(':');
       if (colon == std::string::npos) {
