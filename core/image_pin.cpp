@@ -8,18 +8,13 @@
 #include "core/contract.h"
 #include "core/errors.h"
 #include "core/image_ref.h"
+#include "core/json_access.h"
 #include "core/json_reader.h"
 
 namespace ncclguard::core {
 namespace {
 
 constexpr std::size_t kMaxField = 512;  // a name, an image (the grammar's bound), a digest
-
-const Json* Member(const Json& object, std::string_view key) {
-  if (!object.is_object()) return nullptr;
-  const auto found = object.find(key);
-  return found == object.end() ? nullptr : &*found;
-}
 
 std::string Text(const Json& object, std::string_view key) {
   const Json* value = Member(object, key);

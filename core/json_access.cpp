@@ -189,6 +189,12 @@ std::string EscapePointerToken(std::string_view token) {
   return out;
 }
 
+const Json* Member(const Json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  const auto found = object.find(key);
+  return found == object.end() ? nullptr : &*found;
+}
+
 std::string_view LabelValue(const Json& object, std::string_view key) {
   if (!object.is_object()) return {};
   const auto metadata = object.find("metadata");

@@ -25,6 +25,10 @@ std::optional<std::string> ChildString(const Json& node, std::string_view key,
                                        const JsonPointer& node_at);
 std::optional<bool> ChildBool(const Json& node, std::string_view key, const JsonPointer& node_at);
 
+// The member `key` of `object`: nullptr when `object` is not an object or has no such member.
+// Untyped: the caller checks the member's type.
+const Json* Member(const Json& object, std::string_view key);
+
 // The value of one of the object's labels (metadata.labels); "" when absent or not a string (the
 // API server never stores such labels). The view lives as long as `object`.
 std::string_view LabelValue(const Json& object, std::string_view key);

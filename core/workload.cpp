@@ -146,4 +146,14 @@ std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& r
   return workload;
 }
 
+std::int64_t RankPods(const Workload& workload) {
+  const KindInfo& info = KindInfoOf(workload.kind);
+  std::int64_t pods = 0;
+  for (const PodTemplate& tmpl : workload.templates) {
+    if (!RunsRanks(info, tmpl.role)) continue;
+    pods += tmpl.pods;
+  }
+  return pods;
+}
+
 }  // namespace ncclguard::core

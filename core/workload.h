@@ -43,4 +43,7 @@ struct Workload {
 // model reads has the wrong type.
 std::optional<Workload> ParseWorkload(const Json& object, const RuntimeLookup& runtimes = {});
 
+// Total pods of the workload that take part as ranks (an MPIJob launcher does not).
+std::int64_t RankPods(const Workload& workload);
+
 }  // namespace ncclguard::core

@@ -52,16 +52,6 @@ std::string ContainerLabel(const Container& c) {
   return "container " + c.at.back();
 }
 
-std::int64_t RankPods(const Workload& workload) {
-  const KindInfo& info = KindInfoOf(workload.kind);
-  std::int64_t pods = 0;
-  for (const PodTemplate& tmpl : workload.templates) {
-    if (!RunsRanks(info, tmpl.role)) continue;
-    pods += tmpl.pods;
-  }
-  return pods;
-}
-
 bool DistributedTrainingContainer(const TemplateContext& ctx, const Container& c) {
   if (!c.IsGpu() || c.has_env_from) return false;
   return RankPods(ctx.workload) > 1 || ctx.facts.IsEfaContainer(c) || c.Env("MASTER_ADDR") ||

@@ -38,9 +38,6 @@ std::optional<std::string> FirstUnknownNcclName(std::string_view value,
 // `"name"` in messages; containers without a name are described by index.
 std::string ContainerLabel(const Container& c);
 
-// Total pods of the workload that take part as ranks (an MPIJob launcher does not).
-std::int64_t RankPods(const Workload& workload);
-
 // A GPU container whose env the rules may complete (no envFrom, which may set anything) that runs
 // distributed training: in a multi-pod job, using EFA, or with MASTER_ADDR or WORLD_SIZE.
 bool DistributedTrainingContainer(const TemplateContext& ctx, const Container& c);

@@ -185,8 +185,7 @@ TEST(KindTable, TheWorkloadModelFindsEachKindsTemplatesAndRanks) {
       ASSERT_TRUE(subject.contains(tmpl.pod_spec)) << tmpl.pod_spec.to_string();
       EXPECT_TRUE(subject.at(tmpl.pod_spec).contains("containers"));
     }
-    EXPECT_EQ(core::rules::RankPods(*workload),
-              kReplicas * static_cast<std::int64_t>(roles.size()));
+    EXPECT_EQ(core::RankPods(*workload), kReplicas * static_cast<std::int64_t>(roles.size()));
   }
 }
 
@@ -202,7 +201,7 @@ TEST(KindTable, RanklessRolesAreLeftOutOfTheWorldSize) {
       const auto workload = core::ParseWorkload(MinimalJob(info, roles));
       ASSERT_TRUE(counted && workload);
       EXPECT_EQ(workload->templates.size(), roles.size());
-      EXPECT_EQ(core::rules::RankPods(*workload), core::rules::RankPods(*counted));
+      EXPECT_EQ(core::RankPods(*workload), core::RankPods(*counted));
       EXPECT_FALSE(core::RunsRanks(info, rankless));
     }
     EXPECT_TRUE(core::RunsRanks(info, ""));

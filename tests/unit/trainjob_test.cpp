@@ -184,7 +184,7 @@ TEST(TrainJobWorkload, TheRanksAreNodesTimesProcessesAndTheInitializersRunNone) 
   EXPECT_EQ(workload->templates[1].role, "node");
   EXPECT_EQ(workload->templates[1].pods, 2);
   EXPECT_EQ(workload->templates[1].ranks_per_pod, 8);
-  EXPECT_EQ(core::rules::RankPods(*workload), 2);
+  EXPECT_EQ(core::RankPods(*workload), 2);
   EXPECT_EQ(core::RankZeroHostname(TrainJob()), "llama-node-0-0");
   EXPECT_EQ(core::MasterAddress(TrainJob(), "cluster.local"),
             "llama-node-0-0.llama.ml.svc.cluster.local");
