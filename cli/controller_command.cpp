@@ -467,6 +467,12 @@ int RunController(const ControllerOptions& options) {
                                             webhook.server.get()](core::ImagePinLookup lookup) {
       server->UseImagePins(std::move(lookup));
     };
+    // And asks for a job's pods to share one network block (Kueue's topology request, or a pod
+    // affinity).
+    manager_options.placement_ready = [server =
+                                           webhook.server.get()](core::PlacementLookup lookup) {
+      server->UsePlacement(std::move(lookup));
+    };
   }
   const kube::StopToken stop;
   signals.StopOnSignal(stop, "stopping reconciles and releasing the lease", [&webhook] {

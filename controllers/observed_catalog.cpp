@@ -39,18 +39,18 @@ bool SameEntry(const core::ObservedInstanceType& a, const core::ObservedInstance
   return SameCounts(a, b) && a.nodes == b.nodes && a.node_names == b.node_names &&
          a.observed_time == b.observed_time && a.topology_levels == b.topology_levels &&
          a.nodes_missing_topology_level == b.nodes_missing_topology_level &&
-         a.ultra_server == b.ultra_server;
+         a.ultra_server == b.ultra_server && a.ultra_server_nodes == b.ultra_server_nodes;
 }
 
-// The layers a node's labels carry, and whether it has an UltraServer id.
-std::pair<std::set<int>, bool> TopologyShape(const core::Json& node) {
+// The layers a node's labels carry, and its UltraServer id ("" without).
+std::pair<std::set<int>, std::string> TopologyShape(const core::Json& node) {
   const auto metadata = node.find("metadata");
   const core::NodeTopology topology = core::ReadNodeTopology(
       metadata != node.end() && metadata->is_object() ? metadata->value("labels", core::Json())
                                                       : core::Json());
   std::set<int> layers;
   for (const core::TopologyLevel& level : topology.levels) layers.insert(level.layer);
-  return {std::move(layers), !topology.ultraserver.empty()};
+  return {std::move(layers), topology.ultraserver};
 }
 
 }  // namespace
@@ -66,7 +66,10 @@ void InstanceTypeObserver::Add(const core::Json& node) {
   ++seen.nodes;
   names_[type].push_back(Meta(node, "name"));
   auto [layers, ultra] = TopologyShape(node);
-  seen.ultra_server = seen.ultra_server || ultra;
+  if (!ultra.empty()) {
+    seen.ultra_server = true;
+    seen.ultra_server_nodes = std::max(seen.ultra_server_nodes, ++ultra_servers_[type][ultra]);
+  }
   ++layer_sets_[type][std::move(layers)];
 }
 

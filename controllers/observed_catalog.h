@@ -19,8 +19,8 @@ namespace ncclguard::controllers {
 // Per node.kubernetes.io/instance-type value, sorted by it: the most GPUs and EFA devices any of
 // its nodes advertises (a node short of devices does not lower the type's count), how many nodes
 // carry it, the first kMaxObservedNodeNames names, the network-node-layer labels its nodes carry
-// (core/topology.h) and how many nodes lack one of them, and whether one has an UltraServer id.
-// Nodes without GPUs are left out; a capacity that is not a count reads as 0. No observed_time.
+// (core/topology.h) and how many nodes lack one of them, and the most nodes under one UltraServer
+// id. Nodes without GPUs are left out; a capacity that is not a count reads as 0. No observed_time.
 std::vector<core::ObservedInstanceType> ObserveInstanceTypes(const std::vector<core::Json>& nodes);
 
 // The same, a node at a time: for a cache visited one decoded node at a time (5,000 nodes held
@@ -35,6 +35,8 @@ class InstanceTypeObserver {
   std::map<std::string, std::vector<std::string>> names_;
   // Per type: its nodes counted by the set of network-node-layer numbers each carries.
   std::map<std::string, std::map<std::set<int>, int>> layer_sets_;
+  // Per type: its nodes counted by UltraServer id.
+  std::map<std::string, std::map<std::string, int>> ultra_servers_;
 };
 
 // The list the status should hold: `seen`, each entry keeping the observedTime of the entry of

@@ -46,6 +46,9 @@ inline constexpr std::string_view kRasReaderLabel = "ncclguard.io/ras-reader";
 inline constexpr std::string_view kImageDigestsAnnotation = "ncclguard.io/image-digests";
 // On a namespace: "pin", "warn" or "off", overriding the NcclPolicy's spec.imagePin there.
 inline constexpr std::string_view kImagePinNamespaceLabel = "ncclguard.io/image-pin";
+// On a namespace: "preferred", "required" or "off", overriding the NcclPolicy's spec.placement
+// there (core/placement_request.h).
+inline constexpr std::string_view kPlacementNamespaceLabel = "ncclguard.io/placement";
 // On the rendezvous Service the controller makes: the job's MASTER_ADDR.
 inline constexpr std::string_view kMasterAddrAnnotation = "ncclguard.io/master-addr";
 // On a diagnosis' Event: the diagnosis id (kebab-case), since the reason is its UpperCamelCase
@@ -63,7 +66,7 @@ inline constexpr std::string_view kRuntimePatchManager = "ncclguard.io/webhook";
 inline constexpr std::string_view kPolicyReportManager = "ncclguard.io/audit";
 
 // Every ncclguard.io name above, for the test that checks what the chart and docs spell.
-inline constexpr std::array<std::string_view, 19> kContractNames{kApiVersion,
+inline constexpr std::array<std::string_view, 20> kContractNames{kApiVersion,
                                                                  kEnabledNamespaceLabel,
                                                                  kManagedJobLabel,
                                                                  kGateAnnotation,
@@ -81,7 +84,8 @@ inline constexpr std::array<std::string_view, 19> kContractNames{kApiVersion,
                                                                  kPeerGroupLabel,
                                                                  kRasReaderLabel,
                                                                  kImageDigestsAnnotation,
-                                                                 kImagePinNamespaceLabel};
+                                                                 kImagePinNamespaceLabel,
+                                                                 kPlacementNamespaceLabel};
 
 // Condition types: on training jobs (status.conditions) and on nodes.
 inline constexpr std::string_view kPreflightCondition = "NcclPreflight";

@@ -79,10 +79,12 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
   for (const Rule* rule : FixRulesInOrder()) {
     const RuleInfo& info = rule->Info();
     if (!InScope(*rule, options) || !policy.RuleEnabled(info.id)) continue;
+    if (!options.only_rule.empty() && info.id != options.only_rule) continue;
     if (policy.EffectiveLevel(info.id, info.action) != Level::Fix) continue;
     for (std::size_t t = 0; t < workload->templates.size(); ++t) {
       RuleReport report(working);
-      rule->CheckTemplate({working, *workload, facts[t], policy, options.image_pins}, report);
+      rule->CheckTemplate(
+          {working, *workload, facts[t], policy, options.image_pins, options.placement}, report);
       Collect(*rule, Level::Fix, ref, policy, report.violations(), result.findings);
       if (report.plan().empty()) continue;
       report.plan().ApplyTo(working, result.patch);
@@ -96,6 +98,7 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
     if (!options.check_rules) break;
     const RuleInfo& info = rule->Info();
     if (!InScope(*rule, options) || !policy.RuleEnabled(info.id)) continue;
+    if (!options.only_rule.empty() && info.id != options.only_rule) continue;
     const Level level = policy.EffectiveLevel(info.id, info.action);
     if (level == Level::Fix) continue;
     RuleReport report(working);
@@ -103,8 +106,9 @@ Evaluation EvaluateIn(Json working, const Workload& parsed, const ObjectRef& ref
       rule->CheckJob({working, *workload, facts, policy}, report);
     } else {
       for (const TemplateFacts& template_facts : facts) {
-        rule->CheckTemplate({working, *workload, template_facts, policy, options.image_pins},
-                            report);
+        rule->CheckTemplate(
+            {working, *workload, template_facts, policy, options.image_pins, options.placement},
+            report);
       }
     }
     Collect(*rule, level, ref, policy, report.violations(), result.findings);

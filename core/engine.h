@@ -1,10 +1,12 @@
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "core/finding.h"
 #include "core/image_pin.h"
 #include "core/json.h"
+#include "core/placement_request.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "core/workload.h"
@@ -22,6 +24,12 @@ struct EvaluateOptions {
   // The digests recorded for a Pod's job (core/image_pin.h): what rules image-pin and
   // image-unpinned read; null where no cluster is known (the CLI) or the pod has no job.
   const JobImagePins* image_pins = nullptr;
+  // Where the object's pods are asked to go (core/placement_request.h): what rule
+  // topology-placement reads; null where no cluster is known.
+  const PlacementRequest* placement = nullptr;
+  // Only this fix rule runs (the mutating webhook on a job, whose other fixes happen to its pods);
+  // empty: every rule.
+  std::string_view only_rule{};
 };
 
 struct Evaluation {

@@ -96,13 +96,43 @@ void Policy::Learn(const std::vector<ObservedInstanceType>& observed) {
     if (normal.find('.') == std::string::npos || seen.gpus < 1) continue;
     InstanceType* known = index.Find(normal);
     if (known == nullptr) {
-      index.Add({std::move(normal), seen.efa_devices, seen.gpus, false, CatalogSource::Observed});
+      index.Add({std::move(normal), seen.efa_devices, seen.gpus, false, CatalogSource::Observed,
+                 seen.topology_levels, seen.ultra_server_nodes});
       continue;
     }
-    if (known->source == CatalogSource::Policy) continue;  // the admin's word stands
+    // Where its nodes sit in the network is only ever observed.
+    known->topology_levels = seen.topology_levels;
+    known->ultra_server_nodes = seen.ultra_server_nodes;
+    if (known->source == CatalogSource::Policy) continue;  // the admin's counts stand
     known->gpus = std::max(known->gpus, seen.gpus);
     known->efa_devices = std::max(known->efa_devices, seen.efa_devices);
   }
+}
+
+std::string_view PlacementModeName(PlacementMode mode) {
+  switch (mode) {
+    case PlacementMode::Required:
+      return "required";
+    case PlacementMode::Off:
+      return "off";
+    case PlacementMode::Preferred:
+      break;
+  }
+  return "preferred";
+}
+
+std::optional<PlacementMode> ParsePlacementMode(std::string_view name) {
+  if (name == "preferred") return PlacementMode::Preferred;
+  if (name == "required") return PlacementMode::Required;
+  if (name == "off") return PlacementMode::Off;
+  return std::nullopt;
+}
+
+PlacementMode PlacementModeIn(PlacementMode policy_mode, const Json* namespace_labels) {
+  if (namespace_labels == nullptr || !namespace_labels->is_object()) return policy_mode;
+  const auto label = namespace_labels->find(std::string(kPlacementNamespaceLabel));
+  if (label == namespace_labels->end() || !label->is_string()) return policy_mode;
+  return ParsePlacementMode(label->get_ref<const std::string&>()).value_or(policy_mode);
 }
 
 std::string_view ModeName(Mode mode) { return mode == Mode::Audit ? "audit" : "enforce"; }
@@ -318,7 +348,7 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
   CheckKeys(
       spec, "spec",
       {"guideBaseURL", "socketIfname", "clusterDomain", "defaultInstanceType", "instanceTypes",
-       "rules", "gate", "rendezvousPort", "rasReads", "imagePin", "mode", "audit"});
+       "rules", "gate", "rendezvousPort", "rasReads", "imagePin", "placement", "mode", "audit"});
   Policy policy = base;
   try {
     if (spec["guideBaseURL"]) {
@@ -399,6 +429,16 @@ Policy ParsePolicy(std::string_view yaml_text, const Policy& base) {
       if (!parsed)
         throw PolicyError("spec.imagePin: expected pin, warn or off, got \"" + pin + "\"");
       policy.image_pin = *parsed;
+    }
+    if (spec["placement"]) {
+      const std::string placement =
+          Utf8String(spec["placement"], "spec.placement", "preferred, required or off");
+      const std::optional<PlacementMode> parsed = ParsePlacementMode(placement);
+      if (!parsed) {
+        throw PolicyError("spec.placement: expected preferred, required or off, got \"" +
+                          placement + "\"");
+      }
+      policy.placement = *parsed;
     }
   } catch (const YAML::Exception& e) {
     throw PolicyError(std::string("reading policy: ") + e.what());
@@ -492,6 +532,7 @@ std::vector<ObservedInstanceType> ParseObservedCatalog(const Json& value) {
       if (!ultra->is_boolean()) throw PolicyError(at + ".ultraServer: expected true or false");
       type.ultra_server = ultra->get<bool>();
     }
+    type.ultra_server_nodes = ObservedCount(entry, "ultraServerNodes", at, 1'000'000);
     if (const auto names = entry.find("nodeNames"); names != entry.end()) {
       if (!names->is_array()) throw PolicyError(at + ".nodeNames: expected a list");
       for (const Json& name : *names) {
@@ -520,6 +561,7 @@ Json ObservedCatalogJson(const std::vector<ObservedInstanceType>& observed) {
       entry["nodesMissingTopologyLevel"] = type.nodes_missing_topology_level;
     }
     if (type.ultra_server) entry["ultraServer"] = true;
+    if (type.ultra_server_nodes > 0) entry["ultraServerNodes"] = type.ultra_server_nodes;
     list.push_back(std::move(entry));
   }
   return list;

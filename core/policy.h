@@ -34,6 +34,10 @@ struct InstanceType {
   int gpus = 0;
   bool gpudirect_rdma = false;
   CatalogSource source = CatalogSource::BuiltIn;
+  // What its nodes were seen to carry (Policy::Learn, ObservedInstanceType): the
+  // network-node-layer labels, the farthest first, and the most nodes under one UltraServer.
+  std::vector<std::string> topology_levels{};
+  int ultra_server_nodes = 0;
 };
 
 // Where a message's counts come from, for any but the built-in catalog: ", as its nodes
@@ -59,9 +63,20 @@ struct ObservedInstanceType {
   // Nodes of the type that lack one of topology_levels (Kueue's topology-aware scheduling leaves
   // such a node out of a Topology's capacity).
   int nodes_missing_topology_level = 0;
-  bool ultra_server = false;  // a node of the type carries topology.k8s.aws/ultraserver-id
+  bool ultra_server = false;   // a node of the type carries topology.k8s.aws/ultraserver-id
+  int ultra_server_nodes = 0;  // the most nodes of the type seen under one UltraServer id
 };
 inline constexpr std::size_t kMaxObservedNodeNames = 10;
+
+// What the webhook asks the schedulers for so that a job's pods land in one network block
+// (core/placement_request.h): a preferred request (the default), a required one, or none. The
+// NcclPolicy's spec.placement; a namespace's ncclguard.io/placement label overrides it.
+enum class PlacementMode { Preferred, Required, Off };
+std::string_view PlacementModeName(PlacementMode mode);  // "preferred", "required", "off"
+std::optional<PlacementMode> ParsePlacementMode(std::string_view name);
+// The mode in force in a namespace whose labels are `namespace_labels` (null or not an object:
+// none): its ncclguard.io/placement label when that names a mode, else `policy_mode`.
+PlacementMode PlacementModeIn(PlacementMode policy_mode, const Json* namespace_labels);
 
 // What the admission webhook and the gate do with what the rules find (docs/operator.md, "Audit
 // mode"): enforce fixes, denies and holds; audit changes, denies and holds nothing, and says
@@ -126,6 +141,9 @@ struct Policy {
   // What the webhook does with a job's recorded image digest (core/image_pin.h); a namespace's
   // ncclguard.io/image-pin label overrides it (PinModeIn).
   PinMode image_pin = PinMode::Pin;
+  // What the webhook asks the schedulers for (core/placement_request.h); a namespace's
+  // ncclguard.io/placement label overrides it (PlacementModeIn).
+  PlacementMode placement = PlacementMode::Preferred;
   // The cluster's mode; a namespace's ncclguard.io/mode label overrides it (ModeIn).
   Mode mode = Mode::Enforce;
   AuditPolicy audit;

@@ -10,6 +10,7 @@
 #include "core/image_pin.h"
 #include "core/json.h"
 #include "core/patch.h"
+#include "core/placement_request.h"
 #include "core/pod_spec.h"
 #include "core/policy.h"
 #include "core/registry.h"
@@ -36,6 +37,8 @@ struct TemplateContext {
   const Policy& policy;
   // The digests recorded for the pod's job (the in-process webhook admitting a Pod), else null.
   const JobImagePins* image_pins = nullptr;
+  // Where the job's pods are asked to go (the in-process webhook), else null.
+  const PlacementRequest* placement = nullptr;
 };
 
 // What a job-level rule sees: every template of the workload.

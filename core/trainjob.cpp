@@ -263,6 +263,19 @@ std::optional<Json> ContainerPatch(const Json& before, const Json& after) {
   return patch;
 }
 
+// The annotations the fixes added to a replicatedJob's pod template (Kueue's topology request).
+std::optional<Json> AddedAnnotations(const Json& before, const Json& after) {
+  const JsonPointer at("/template/spec/template/metadata/annotations");
+  if (!after.contains(at) || !after.at(at).is_object()) return std::nullopt;
+  const Json* old = before.contains(at) ? &before.at(at) : nullptr;
+  Json added = Json::object();
+  for (const auto& [key, value] : after.at(at).items()) {
+    if (old == nullptr || !old->is_object() || !old->contains(key)) added[key] = value;
+  }
+  if (added.empty()) return std::nullopt;
+  return added;
+}
+
 std::optional<Json> PodSpecPatch(const Json& before, const Json& after) {
   Json patch = Json::object();
   if (const Json* volumes = Field(after, "volumes"); volumes != nullptr && volumes->is_array()) {
@@ -356,10 +369,14 @@ std::optional<Json> RuntimePatchOf(const Json& rendered, const Json& fixed) {
     const Json* old_spec = PodSpecIn(before[i]);
     const Json* new_spec = PodSpecIn(after[i]);
     if (old_spec == nullptr || new_spec == nullptr) continue;
-    if (auto spec = PodSpecPatch(*old_spec, *new_spec)) {
-      jobs.push_back(Json{{"name", after[i].value("name", "")},
-                          {"template", {{"spec", {{"template", {{"spec", std::move(*spec)}}}}}}}});
+    Json pod = Json::object();
+    if (auto annotations = AddedAnnotations(before[i], after[i])) {
+      pod["metadata"] = {{"annotations", std::move(*annotations)}};
     }
+    if (auto spec = PodSpecPatch(*old_spec, *new_spec)) pod["spec"] = std::move(*spec);
+    if (pod.empty()) continue;
+    jobs.push_back(Json{{"name", after[i].value("name", "")},
+                        {"template", {{"spec", {{"template", std::move(pod)}}}}}});
   }
   if (jobs.empty()) return std::nullopt;
   return Json{{"manager", std::string(kRuntimePatchManager)},

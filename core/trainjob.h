@@ -45,8 +45,9 @@ using RuntimeLookup = std::function<std::optional<Json>(const RuntimeRef&, std::
 Json RenderTrainJob(const Json& trainjob, const Json* runtime);
 
 // The runtime patch that says what the fixes changed between `rendered` and `fixed` (both from
-// RenderTrainJob; `fixed` with the fix rules applied) in the fields a patch may set: the pods'
-// volumes, and each container's volumeMounts and securityContext. Env and resources are left to
+// RenderTrainJob; `fixed` with the fix rules applied) in the fields a patch may set: the pod
+// template's annotations (Kueue's topology request), the pods' volumes, and each container's
+// volumeMounts and securityContext. Env and resources are left to
 // the pods' admission: Trainer refuses env of the container "node" in a patch, and a patch has no
 // resources. nullopt when there is nothing to say.
 std::optional<Json> RuntimePatchOf(const Json& rendered, const Json& fixed);

@@ -8,8 +8,11 @@
 #include "controllers/labels.h"
 #include "core/contract.h"
 #include "core/errors.h"
+#include "core/json_access.h"
+#include "core/kueue.h"
 #include "core/pod_spec.h"
 #include "log/log.h"
+#include "manager/kueue_topology.h"
 #include "manager/manager.h"
 #include "manager/projections.h"
 
@@ -322,6 +325,82 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
     log::Warn("image pin lookup failed; the pod is not pinned", {{"error", e.what()}});
   }
   return std::nullopt;
+}
+
+namespace {
+
+// The labels of namespace `name` in the caches; null when not known.
+const Json* NamespaceLabels(const kube::CachedObject& ns) {
+  if (ns == nullptr) return nullptr;
+  const Json* metadata = core::Member(*ns, "metadata");
+  return metadata == nullptr ? nullptr : core::Member(*metadata, "labels");
+}
+
+}  // namespace
+
+std::optional<core::PlacementRequest> PlacementIn(const Caches& caches, const Json& object,
+                                                  const core::Workload& workload,
+                                                  std::string_view namespace_,
+                                                  core::PlacementMode policy_mode) {
+  try {
+    const kube::CachedObject ns = caches.namespaces().Get(std::string(namespace_));
+    const core::PlacementMode mode = core::PlacementModeIn(policy_mode, NamespaceLabels(ns));
+    if (mode == core::PlacementMode::Off) return std::nullopt;
+    core::PlacementRequest request;
+    request.mode = mode;
+    if (workload.kind != core::WorkloadKind::Pod) {
+      request.queued_by_kueue = core::QueuedByKueue(object);
+      if (request.queued_by_kueue) {
+        const std::string queue(core::LabelValue(object, core::kKueueQueueNameLabel));
+        request.kueue_levels =
+            KueueTopologyLevels(caches, namespace_, queue).value_or(std::vector<std::string>{});
+      }
+      return request;
+    }
+    // A Pod: its job, by the label its kind's operator puts on every pod of the job.
+    const core::RuntimeLookup runtimes = [&caches](const core::RuntimeRef& ref,
+                                                   std::string_view runtime_namespace) {
+      return RuntimeIn(caches, ref, runtime_namespace);
+    };
+    for (const core::KindInfo& info : core::ManagedKinds()) {
+      const std::string_view name = core::LabelValue(object, info.pod_job_label);
+      if (name.empty()) continue;
+      kube::CachedObject job;
+      try {
+        job =
+            caches.Job(info.kind).Get(kube::ObjectKey(std::string(namespace_), std::string(name)));
+      } catch (const std::out_of_range&) {
+        continue;  // a kind no enabled controller watches
+      }
+      if (job == nullptr) continue;
+      request.queued_by_kueue = core::QueuedByKueue(*job);
+      request.job_label = std::string(info.pod_job_label);
+      request.job_name = std::string(name);
+      request.job = std::string(info.kind_name) + " " + request.job_name;
+      if (const auto parsed = core::ParseWorkload(*job, runtimes)) {
+        request.job_pods = core::RankPods(*parsed);
+      }
+      return request;
+    }
+  } catch (const std::exception& e) {
+    log::Warn("placement lookup failed; nothing is asked for", {{"error", e.what()}});
+  }
+  return std::nullopt;
+}
+
+std::optional<core::PlacementRequest> WebhookSource::FindPlacement(
+    const Json& object, const core::Workload& workload, std::string_view namespace_,
+    core::PlacementMode policy_mode) const {
+  std::shared_lock lock(mutex_);
+  if (caches_ == nullptr) return std::nullopt;
+  return PlacementIn(*caches_, object, workload, namespace_, policy_mode);
+}
+
+core::PlacementLookup WebhookSource::Placement(std::shared_ptr<const WebhookSource> source) {
+  return [source = std::move(source)](const Json& object, const core::Workload& workload,
+                                      std::string_view ns, core::PlacementMode mode) {
+    return source->FindPlacement(object, workload, ns, mode);
+  };
 }
 
 std::optional<core::JobImagePins> WebhookSource::FindImagePins(const Json& pod,

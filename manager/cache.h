@@ -12,6 +12,7 @@
 #include "controllers/cluster_view.h"
 #include "controllers/job_kind.h"
 #include "core/gate.h"
+#include "core/placement_request.h"
 #include "core/policy.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -99,9 +100,19 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const core::
                                               std::string_view namespace_,
                                               core::PinMode policy_mode);
 
+// Where the pods of `object` (a managed job, or a Pod of one, created in `namespace_`) are asked
+// to go, in the mode in force there (core/placement_request.h PlacementLookup): whether Kueue
+// queues the job and the levels of its queue's Topology (manager/kueue_topology.h), or the pod's
+// job, its pod label and size. nullopt in mode off, and for a Pod of no job the caches know.
+std::optional<core::PlacementRequest> PlacementIn(const Caches& caches, const core::Json& object,
+                                                  const core::Workload& workload,
+                                                  std::string_view namespace_,
+                                                  core::PlacementMode policy_mode);
+
 // What the in-process webhook reads of the caches, which it may outlive: Trainer's runtimes,
-// the gate's count and the jobs' recorded image digests. Each call holds a lock that Detach, called
-// before the caches go, waits for; after it, nothing is found and nothing is released at once.
+// the gate's count, the jobs' recorded image digests and where their pods are asked to go. Each
+// call holds a lock that Detach, called before the caches go, waits for; after it, nothing is found
+// and nothing is released at once.
 class WebhookSource {
  public:
   explicit WebhookSource(const Caches& caches) : caches_(&caches) {}
@@ -112,9 +123,14 @@ class WebhookSource {
   std::optional<core::JobImagePins> FindImagePins(const core::Json& pod,
                                                   std::string_view namespace_,
                                                   core::PinMode policy_mode) const;
+  std::optional<core::PlacementRequest> FindPlacement(const core::Json& object,
+                                                      const core::Workload& workload,
+                                                      std::string_view namespace_,
+                                                      core::PlacementMode policy_mode) const;
   void Detach();
   static core::RuntimeLookup Runtimes(std::shared_ptr<const WebhookSource> source);
   static core::ImagePinLookup ImagePins(std::shared_ptr<const WebhookSource> source);
+  static core::PlacementLookup Placement(std::shared_ptr<const WebhookSource> source);
   static core::GateLookup Gate(std::shared_ptr<const WebhookSource> source);
 
  private:

@@ -11,6 +11,7 @@
 #include "core/kueue.h"
 #include "manager/cache.h"
 #include "manager/controller_module.h"
+#include "manager/kueue_topology.h"
 #include "manager/manager.h"
 #include "manager/projections.h"
 #include "manager/state_metrics.h"
@@ -23,15 +24,6 @@ namespace {
 using controllers::AdmissionCheckKey;
 using controllers::WorkloadKey;
 using core::Json;
-
-kube::ResourceRef KueueResource(const char* plural, bool namespaced) {
-  kube::ResourceRef ref;
-  ref.group = core::kKueueGroup;
-  ref.version = "v1beta2";
-  ref.resource = plural;
-  ref.namespaced = namespaced;
-  return ref;
-}
 
 kube::ResourceRef WorkloadResource() { return KueueResource("workloads", true); }
 kube::ResourceRef AdmissionCheckResource() { return KueueResource("admissionchecks", false); }

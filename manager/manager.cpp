@@ -71,6 +71,9 @@ class Manager::Impl final : public ModuleContext {
     if (options_.image_pins_ready) {
       options_.image_pins_ready(WebhookSource::ImagePins(webhook_source_));
     }
+    if (options_.placement_ready) {
+      options_.placement_ready(WebhookSource::Placement(webhook_source_));
+    }
   }
 
   ~Impl() {
@@ -80,6 +83,7 @@ class Manager::Impl final : public ModuleContext {
     if (options_.runtimes_ready) options_.runtimes_ready({});
     if (options_.gate_ready) options_.gate_ready({});
     if (options_.image_pins_ready) options_.image_pins_ready({});
+    if (options_.placement_ready) options_.placement_ready({});
     webhook_source_->Detach();
   }
 

@@ -16,6 +16,7 @@
 
 #include "controllers/pod_logs.h"
 #include "core/gate.h"
+#include "core/placement_request.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "kube/client.h"
@@ -65,6 +66,10 @@ struct ManagerOptions {
   // Given the jobs' recorded image digests over the caches once they exist (core/image_pin.h),
   // and an empty lookup before they go: the in-process webhook pins a job's later pods.
   std::function<void(core::ImagePinLookup)> image_pins_ready;
+  // Given where managed jobs' pods are asked to go (core/placement_request.h) over the caches once
+  // they exist, and an empty lookup before they go: the in-process webhook asks Kueue or the
+  // scheduler to keep a job's pods in one network block.
+  std::function<void(core::PlacementLookup)> placement_ready;
 };
 
 struct ManagerStats {

@@ -22,6 +22,17 @@ namespace {
 // kube-apiserver truncates longer warnings; keep ours whole.
 constexpr size_t kMaxWarningLength = 256;
 
+// The only fix made to a job other than a TrainJob (core/placement_request.h).
+constexpr std::string_view kPlacementRule = "topology-placement";
+
+// What the controller's caches say of the object under review: the digests recorded for a Pod's
+// job (AdmitOptions::image_pins) and where the pods are asked to go (AdmitOptions::placement);
+// null where nothing is known.
+struct Known {
+  const core::JobImagePins* pins = nullptr;
+  const core::PlacementRequest* placement = nullptr;
+};
+
 // head + message + tail within kMaxWarningLength, the message cut short ("...") where needed.
 std::string FitWarning(const std::string& head, std::string message, const std::string& tail) {
   if (head.size() + message.size() + tail.size() > kMaxWarningLength) {
@@ -79,10 +90,9 @@ std::vector<core::Finding> NewSince(std::vector<core::Finding> findings,
 }
 
 // `gate`: the gate's fast path (AdmitOptions::gate), none in audit mode.
-// `pins`: the digests recorded for a Pod's job (AdmitOptions::image_pins), else null.
 AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workload,
                         const core::Policy& policy, const core::GateLookup& gate,
-                        const core::RuntimeLookup& runtimes, const core::JobImagePins* pins) {
+                        const core::RuntimeLookup& runtimes, const Known& known) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   if (request.operation != "CREATE") {
@@ -98,9 +108,12 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
     core::Json gate_ops =
         gate_pod ? core::PodSchedulingGatePatch(request.object) : core::Json::array();
     // The validating webhook checks the fixed pod; here only the fixes are needed.
-    core::Evaluation evaluation = core::Evaluate(
-        std::move(request.object), workload, policy,
-        {.pod_rules = true, .job_rules = false, .check_rules = false, .image_pins = pins});
+    core::Evaluation evaluation = core::Evaluate(std::move(request.object), workload, policy,
+                                                 {.pod_rules = true,
+                                                  .job_rules = false,
+                                                  .check_rules = false,
+                                                  .image_pins = known.pins,
+                                                  .placement = known.placement});
     const core::FreeJsonAtExit free_fixed(evaluation.fixed);
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     for (core::Json& op : gate_ops) evaluation.patch.push_back(std::move(op));
@@ -117,10 +130,18 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
   core::Json ops = core::Json::array();
   // A TrainJob's fixes: ncclguard's runtime patch, what Trainer lets a patch say; its pods get
   // the rest (EFA devices, env) here when they are created.
-  if (workload.rendered && core::IsManagedJob(request.object, workload.kind)) {
+  // Any other job's: only Kueue's topology request on its pod templates, which Kueue reads from
+  // the job before any pod exists (core/placement_request.h).
+  const bool kueue_placement = known.placement != nullptr && known.placement->queued_by_kueue &&
+                               !known.placement->kueue_levels.empty();
+  if ((workload.rendered || kueue_placement) && core::IsManagedJob(request.object, workload.kind)) {
     core::Evaluation evaluation =
         core::Evaluate(request.object, workload, policy,
-                       {.pod_rules = true, .job_rules = false, .check_rules = false});
+                       {.pod_rules = true,
+                        .job_rules = false,
+                        .check_rules = false,
+                        .placement = known.placement,
+                        .only_rule = workload.rendered ? std::string_view() : kPlacementRule});
     outcome.findings = Select(evaluation.findings, core::Level::Fix);
     ops = std::move(evaluation.patch);
     request.object = std::move(evaluation.fixed);
@@ -152,8 +173,8 @@ AdmissionOutcome Mutate(AdmissionRequest& request, const core::Workload& workloa
 // came. The validating webhook says what the fixes would have been (counting them here too would
 // count a pod's twice).
 AdmissionOutcome AuditMutate(AdmissionRequest& request, const core::Workload& workload,
-                             const core::Policy& policy, const core::JobImagePins* pins) {
-  AdmissionOutcome outcome = Mutate(request, workload, policy, {}, {}, pins);
+                             const core::Policy& policy, const Known& known) {
+  AdmissionOutcome outcome = Mutate(request, workload, policy, {}, {}, known);
   outcome.gate = GateDecision::None;
   if (outcome.result == AdmitResult::Patched) outcome.result = AdmitResult::Audited;
   outcome.response.patch = nullptr;
@@ -180,7 +201,7 @@ AdmissionOutcome Audited(AdmissionOutcome outcome, std::vector<core::Finding> fi
 
 AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workload,
                           const core::Policy& policy, const core::ObjectRef& ref, bool audit,
-                          const core::JobImagePins* pins) {
+                          const Known& known) {
   AdmissionOutcome outcome;
   outcome.response.uid = request.uid;
   const bool pod = workload.kind == core::WorkloadKind::Pod;
@@ -197,7 +218,8 @@ AdmissionOutcome Validate(AdmissionRequest& request, const core::Workload& workl
   // A runtime is the template of every TrainJob that names it: what its pods would get wrong is
   // said as warnings, never denied (the admin who installs it is not the one who trains).
   const bool runtime = !pod && !core::KindInfoOf(workload.kind).job;
-  const core::EvaluateOptions options{.pod_rules = true, .job_rules = !pod, .image_pins = pins};
+  const core::EvaluateOptions options{
+      .pod_rules = true, .job_rules = !pod, .image_pins = known.pins, .placement = known.placement};
   core::Evaluation evaluation =
       core::Evaluate(std::move(request.object), workload, policy, options);
   const core::FreeJsonAtExit free_fixed(evaluation.fixed);
@@ -258,6 +280,26 @@ std::optional<core::JobImagePins> PinsOf(const AdmissionRequest& request,
   }
   try {
     return options.image_pins(request.object, request.namespace_, policy.image_pin);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception&) {
+    return std::nullopt;  // the lookup says why in its own log (manager/cache.h)
+  }
+}
+
+// Where the pods of a job (or a Pod's job) being created are asked to go, when the webhook knows
+// the cluster: a lookup that fails asks for nothing (the object is admitted as the rules alone
+// would).
+std::optional<core::PlacementRequest> PlacementOf(const AdmissionRequest& request,
+                                                  const core::Workload& workload,
+                                                  const core::Policy& policy,
+                                                  const AdmitOptions& options) {
+  if (!options.placement || request.operation != "CREATE") return std::nullopt;
+  if (workload.kind != core::WorkloadKind::Pod && !core::KindInfoOf(workload.kind).job) {
+    return std::nullopt;
+  }
+  try {
+    return options.placement(request.object, workload, request.namespace_, policy.placement);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception&) {
@@ -326,13 +368,15 @@ AdmissionOutcome Decide(Endpoint endpoint, AdmissionRequest& request, const core
     if (pins && endpoint == Endpoint::Mutate && !audit) {
       ResolveUnrecorded(request, options, *pins, pin_warnings);
     }
-    const core::JobImagePins* pinned = pins ? &*pins : nullptr;
+    const std::optional<core::PlacementRequest> placement =
+        PlacementOf(request, *workload, policy, options);
+    const Known known{pins ? &*pins : nullptr, placement ? &*placement : nullptr};
     if (endpoint == Endpoint::Validate) {
-      return Validate(request, *workload, policy, ref, audit, pinned);
+      return Validate(request, *workload, policy, ref, audit, known);
     }
-    if (audit) return AuditMutate(request, *workload, policy, pinned);
+    if (audit) return AuditMutate(request, *workload, policy, known);
     AdmissionOutcome outcome =
-        Mutate(request, *workload, policy, options.gate, options.runtimes, pinned);
+        Mutate(request, *workload, policy, options.gate, options.runtimes, known);
     for (std::string& warning : pin_warnings) {
       outcome.response.warnings.push_back(std::move(warning));
     }

@@ -14,6 +14,7 @@
 #include "core/gate.h"
 #include "core/image_pin.h"
 #include "core/image_ref.h"
+#include "core/placement_request.h"
 #include "core/policy.h"
 #include "core/trainjob.h"
 #include "webhook/admission_review.h"
@@ -37,6 +38,10 @@ struct AdmitOptions {
   // the in-process webhook): rule image-pin pins the pod's containers to them. None: nothing is
   // pinned.
   core::ImagePinLookup image_pins{};
+  // Where a managed job's pods are asked to go (core/placement_request.h; the controller's caches,
+  // for the in-process webhook): rule topology-placement adds Kueue's topology request to a
+  // queued job's pod templates or a pod affinity to a job's pods. None: nothing is asked for.
+  core::PlacementLookup placement{};
   // Where a tag is resolved to the digest its registry serves now, for a job's pod whose container
   // has no recorded digest yet (the job's first pods; webhook/digest_resolver.h, off by default):
   // the digest, or nullopt with `why` said. Asked only by the mutating webhook in enforce mode,

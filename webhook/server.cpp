@@ -237,6 +237,20 @@ WebhookServer::WebhookServer(ServerConfig config)
       return (*pins)(pod, ns, mode);
     };
   }
+  // And where jobs' pods are asked to go, once the controller's caches say (UsePlacement).
+  if (!config_.admit.placement) {
+    config_.admit.placement =
+        [this](const core::Json& object, const core::Workload& workload, std::string_view ns,
+               core::PlacementMode mode) -> std::optional<core::PlacementRequest> {
+      std::shared_ptr<const core::PlacementLookup> placement;
+      {
+        std::lock_guard lock(state_mutex_);
+        placement = placement_;
+      }
+      if (!placement) return std::nullopt;
+      return (*placement)(object, workload, ns, mode);
+    };
+  }
 }
 
 WebhookServer::~WebhookServer() {
@@ -270,6 +284,13 @@ void WebhookServer::UseImagePins(core::ImagePinLookup pins) {
   auto next = pins ? std::make_shared<const core::ImagePinLookup>(std::move(pins)) : nullptr;
   std::lock_guard lock(state_mutex_);
   image_pins_ = std::move(next);
+}
+
+void WebhookServer::UsePlacement(core::PlacementLookup placement) {
+  auto next =
+      placement ? std::make_shared<const core::PlacementLookup>(std::move(placement)) : nullptr;
+  std::lock_guard lock(state_mutex_);
+  placement_ = std::move(next);
 }
 
 std::shared_ptr<const core::Policy> WebhookServer::CurrentPolicy() const {

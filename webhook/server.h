@@ -83,6 +83,9 @@ class WebhookServer {
   // Where the jobs' recorded image digests are read from now on (the controller's caches,
   // core/image_pin.h); an empty lookup: nowhere, nothing is pinned (the default).
   void UseImagePins(core::ImagePinLookup pins);
+  // Where managed jobs' pods are asked to go from now on (the controller's caches,
+  // core/placement_request.h); an empty lookup: nowhere, nothing is asked for (the default).
+  void UsePlacement(core::PlacementLookup placement);
   ~WebhookServer();
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
@@ -144,6 +147,7 @@ class WebhookServer {
   std::shared_ptr<const core::RuntimeLookup> runtimes_;     // UseRuntimes; guarded as the two above
   std::shared_ptr<const core::GateLookup> gate_;            // UseGate; guarded as the two above
   std::shared_ptr<const core::ImagePinLookup> image_pins_;  // UseImagePins; guarded as above
+  std::shared_ptr<const core::PlacementLookup> placement_;  // UsePlacement; guarded as above
   FileWatch certificate_watch_;
   FileWatch policy_watch_;
   std::atomic<std::int64_t> next_reload_check_ns_{0};

@@ -34,6 +34,16 @@ std::vector<core::Finding> FindingsOf(const core::Evaluation& evaluation, const 
   return out;
 }
 
+core::ObservedInstanceType ObservedType(const std::string& name, int gpus, int efa_devices,
+                                        int nodes) {
+  core::ObservedInstanceType type;
+  type.name = name;
+  type.gpus = gpus;
+  type.efa_devices = efa_devices;
+  type.nodes = nodes;
+  return type;
+}
+
 core::Json CompliantPod() {
   return Yaml(R"(
 apiVersion: v1

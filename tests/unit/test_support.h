@@ -19,6 +19,10 @@ core::Evaluation Check(const core::Json& object,
 // Findings of one rule.
 std::vector<core::Finding> FindingsOf(const core::Evaluation& evaluation, const std::string& rule);
 
+// What the controller saw of an instance type on the nodes (the learned catalog's entry).
+core::ObservedInstanceType ObservedType(const std::string& name, int gpus, int efa_devices,
+                                        int nodes);
+
 // A p5.48xlarge pod with one 8-GPU container named "pytorch", compliant with every rule, for
 // tests to break one thing at a time.
 core::Json CompliantPod();
