@@ -2,8 +2,12 @@
 
 #include <algorithm>
 
+#include "core/contract.h"
 #include "core/engine.h"
 #include "core/gate.h"
+#include "core/guide.h"
+#include "core/json_access.h"
+#include "core/placement.h"
 #include "core/pod_spec.h"
 #include "core/workload.h"
 
@@ -28,6 +32,34 @@ std::string_view SeverityOf(Level level) {
       return "low";
   }
   return "low";
+}
+
+// The job's own NcclPlacement condition (written by the controller once its pods are bound) when
+// it says the pods are spread across network blocks: a warning result of rule topology-placement,
+// with the condition's message. nullopt for any other placement, or none.
+std::optional<AuditFinding> SpreadPlacement(const Json& object, const Policy& policy) {
+  const Json* status = Member(object, "status");
+  const Json* conditions = status == nullptr ? nullptr : Member(*status, "conditions");
+  if (conditions == nullptr || !conditions->is_array()) return std::nullopt;
+  for (const Json& condition : *conditions) {
+    const auto text = [&](std::string_view key) {
+      const Json* value = Member(condition, key);
+      return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
+    };
+    if (text("type") != kPlacementCondition || text("reason") != kPlacementSpread) continue;
+    AuditFinding spread;
+    spread.finding.rule = "topology-placement";
+    spread.finding.level = Level::Warn;
+    spread.finding.guide = GuideLink(policy.guide_base_url, "advanced-tuning");
+    spread.finding.message =
+        "its pods are spread across network blocks (condition NcclPlacement): " + text("message");
+    spread.finding.path = "/status/conditions";
+    spread.finding.object = ObjectRef::From(object);
+    spread.result = AuditResult::Warn;
+    spread.severity = SeverityOf(Level::Warn);
+    return spread;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -82,6 +114,11 @@ std::optional<ObjectAudit> AuditObject(const Json& object, const Policy& policy,
     audited.severity = SeverityOf(finding.level);
     audited.finding = std::move(finding);
     audit.findings.push_back(std::move(audited));
+  }
+  if (!pod) {
+    if (std::optional<AuditFinding> spread = SpreadPlacement(object, policy)) {
+      audit.findings.push_back(std::move(*spread));
+    }
   }
   return audit;
 }

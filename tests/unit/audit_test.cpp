@@ -1,6 +1,7 @@
 // The audit's results (core/audit.h) and the PolicyReports built of them (core/policy_report.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -70,6 +71,36 @@ TEST(Audit, AJobsFixesWarnSinceItsPodsAreFixedWhenCreatedAndItsDenialsFail) {
     }
   }
   EXPECT_TRUE(denied);
+}
+
+TEST(Audit, AJobWhosePodsTheControllerFoundSpreadWarnsWithItsMessageAndOneInOneBlockDoesNot) {
+  core::Json job = Example("pytorchjob-p5.yaml");
+  const std::string spread_message =
+      "4 pods on 4 nodes in 2 network-node-layer-3 blocks: nn-a 3 nodes, nn-b 1 node";
+  job["status"]["conditions"] = core::Json::array({{{"type", "NcclPlacement"},
+                                                    {"status", "False"},
+                                                    {"reason", "Spread"},
+                                                    {"message", spread_message}}});
+  const auto spread = core::AuditObject(job, core::Policy::Defaults());
+  ASSERT_TRUE(spread.has_value());
+  const auto found = std::find_if(
+      spread->findings.begin(), spread->findings.end(),
+      [](const core::AuditFinding& f) { return f.finding.rule == "topology-placement"; });
+  ASSERT_NE(found, spread->findings.end());
+  EXPECT_EQ(found->result, core::AuditResult::Warn);
+  EXPECT_EQ(found->severity, "low");
+  EXPECT_EQ(
+      found->finding.message,
+      "its pods are spread across network blocks (condition NcclPlacement): " + spread_message);
+  EXPECT_NE(found->finding.guide.find("#advanced-tuning"), std::string::npos);
+
+  job["status"]["conditions"][0] = {{"type", "NcclPlacement"},
+                                    {"status", "True"},
+                                    {"reason", "OneBlock"},
+                                    {"message", "in one block"}};
+  const auto packed = core::AuditObject(job, core::Policy::Defaults());
+  ASSERT_TRUE(packed.has_value());
+  EXPECT_FALSE(Rules(*packed).contains("topology-placement"));
 }
 
 TEST(Audit, PodsWithoutGpusAndObjectsMadeByAJobAreNotAudited) {
