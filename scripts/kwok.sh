@@ -5,6 +5,10 @@
 # playing every Node annotated kwok.x-k8s.io/node=fake and the pods bound to them.
 #
 #   scripts/kwok.sh start   start the three (builds kwok on first use: controlplane.sh build kwok)
+#   scripts/kwok.sh start --without-kwok
+#                           the scheduler and the controller-manager alone, for nodes a test
+#                           writes itself (tests/controlplane/kueue_test.cpp): pods are bound,
+#                           never run; needs only `controlplane.sh build node`
 #   scripts/kwok.sh stop    stop them by pid, remove their state (before controlplane.sh stop)
 #   scripts/kwok.sh status  whether the three run (exit 0) or not (exit 1)
 #
@@ -70,19 +74,24 @@ cmd_start() {
   [[ -f "$controlplane_dir/controlplane.env" ]] ||
     die "no control plane in $controlplane_dir (run scripts/controlplane.sh start first)"
   [[ ! -d "$state_dir" ]] || die "$state_dir exists: run scripts/kwok.sh stop first"
-  [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$script_dir/controlplane.sh" build node kwok >&2
+  local with_kwok=1 components=(kube-controller-manager kube-scheduler kwok)
+  if [[ ${1:-} == --without-kwok ]]; then
+    with_kwok=0 components=(kube-controller-manager kube-scheduler)
+  fi
+  [[ -n ${NCCLGUARD_SKIP_BUILD:-} ]] || "$script_dir/controlplane.sh" build node \
+    "${components[@]:2}" >&2
   local bin_dir kubeconfig pki kwok_src
   bin_dir="$(env_value BIN_DIR)"
   kubeconfig="$(env_value KUBECONFIG)"
   pki="$controlplane_dir/pki"
-  kwok_src="$("$script_dir/controlplane.sh" source-dir "sigs.k8s.io/kwok@$KWOK_VERSION")"
   mkdir -p "$state_dir"
   # Whatever started is stopped again when the start fails.
   trap 'cmd_stop' ERR
 
   # The stages: upstream's files, one multi-document config.
   local stage first=1
-  for stage in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+  ((with_kwok)) && kwok_src="$("$script_dir/controlplane.sh" source-dir "sigs.k8s.io/kwok@$KWOK_VERSION")"
+  ((with_kwok)) && for stage in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
     pod/general/pod-create.yaml pod/general/pod-init-container-running.yaml \
     pod/general/pod-init-container-completed.yaml pod/general/pod-ready.yaml \
     pod/general/pod-complete.yaml pod/general/pod-delete.yaml; do
@@ -108,13 +117,13 @@ YAML
     --leader-elect=false --secure-port=0 --kube-api-qps=5000 --kube-api-burst=10000 \
     --concurrent-job-syncs=20
   launch kube-scheduler "$bin_dir/kube-scheduler" --config="$state_dir/scheduler.yaml" --secure-port=0
-  launch kwok "$bin_dir/kwok" --kubeconfig="$kubeconfig" --config="$state_dir/stages.yaml" \
+  ((with_kwok)) && launch kwok "$bin_dir/kwok" --kubeconfig="$kubeconfig" --config="$state_dir/stages.yaml" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-lease-duration-seconds="${NCCLGUARD_KWOK_LEASE_SECONDS:-600}" --cidr=100.64.0.0/10 \
     --node-ip=127.0.0.1
   sleep 2
   local name
-  for name in kube-controller-manager kube-scheduler kwok; do
+  for name in "${components[@]}"; do
     if ! pid_alive "$state_dir/$name.pid"; then
       tail -n 30 "$state_dir/$name.log" >&2
       cmd_stop
@@ -122,7 +131,7 @@ YAML
     fi
   done
   trap - ERR
-  log "kube-controller-manager, kube-scheduler and kwok run (state and logs in $state_dir)"
+  log "${components[*]} run (state and logs in $state_dir)"
 }
 
 cmd_status() {
@@ -131,7 +140,7 @@ cmd_status() {
 }
 
 case "${1:-}" in
-  start) cmd_start ;;
+  start) cmd_start "${@:2}" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   *) printf 'usage: %s start|stop|status\n' "$0" >&2; exit 2 ;;

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "manager/manager.h"
 #include "manifests.h"
 #include "metrics/registry.h"
+#include "process.h"
 #include "served_webhook.h"
 #include "test_kube_client.h"
 #include "webhook_registration.h"
@@ -186,22 +189,24 @@ class KueueAdmissionCheck : public ::testing::Test {
   void MakeQueues(int gpus, const std::vector<std::string>& checks) {
     json strategy = json::array();
     for (const std::string& check : checks) strategy.push_back({{"name", check}});
-    Create(
-        "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
-        {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
-         {"kind", "ClusterQueue"},
-         {"metadata", {{"name", queue_}}},
-         {"spec",
-          {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", namespace_}}}}},
-           {"resourceGroups",
-            json::array(
-                {{{"coveredResources", {"cpu", "nvidia.com/gpu"}},
-                  {"flavors", json::array({{{"name", flavor_},
-                                            {"resources",
-                                             json::array({{{"name", "cpu"}, {"nominalQuota", 1000}},
-                                                          {{"name", "nvidia.com/gpu"},
-                                                           {"nominalQuota", gpus}}})}}})}}})},
-           {"admissionChecksStrategy", {{"admissionChecks", strategy}}}}}});
+    json cluster_queue = {
+        {"apiVersion", "kueue.x-k8s.io/v1beta2"},
+        {"kind", "ClusterQueue"},
+        {"metadata", {{"name", queue_}}},
+        {"spec",
+         {{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", namespace_}}}}},
+          {"resourceGroups",
+           json::array(
+               {{{"coveredResources", {"cpu", "nvidia.com/gpu"}},
+                 {"flavors", json::array({{{"name", flavor_},
+                                           {"resources",
+                                            json::array({{{"name", "cpu"}, {"nominalQuota", 1000}},
+                                                         {{"name", "nvidia.com/gpu"},
+                                                          {"nominalQuota", gpus}}})}}})}}})},
+          {"admissionChecksStrategy", {{"admissionChecks", strategy}}}}}};
+    // Kueue refuses an empty list of checks: none is no strategy.
+    if (checks.empty()) cluster_queue["spec"].erase("admissionChecksStrategy");
+    Create("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", cluster_queue);
     cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/" + queue_);
     Create("/apis/kueue.x-k8s.io/v1beta2/namespaces/" + namespace_ + "/localqueues",
            {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
@@ -781,6 +786,207 @@ TEST_F(KueueAdmissionCheck, QueuedTrainJobWaitsOnTheCheckThenKueueAdmitsIt) {
   EXPECT_EQ(selector.value("ncclguard.io/validated", ""), "true") << resumed.dump();
   EXPECT_EQ(selector.value("node.kubernetes.io/instance-type", ""), "p5.48xlarge")
       << resumed.dump();
+}
+
+// The block (topology.k8s.aws/network-node-layer-3) of each domain of a Workload's topology
+// assignments, read at that level or, where Kueue names only the host, from the node's label.
+std::set<std::string> AssignedBlocks(const json& workload,
+                                     const std::map<std::string, std::string>& block_of_node) {
+  std::set<std::string> blocks;
+  for (const json& assignment :
+       workload.value(json::json_pointer("/status/admission/podSetAssignments"), json::array())) {
+    const json topology = assignment.value("topologyAssignment", json::object());
+    const json levels = topology.value("levels", json::array());
+    for (const json& slice : topology.value("slices", json::array())) {
+      const int domains = slice.value("domainCount", 0);
+      for (int d = 0; d < domains; ++d) {
+        for (std::size_t l = 0; l < levels.size(); ++l) {
+          const json values = slice["valuesPerLevel"][l];
+          std::string value;
+          if (values.contains("universal")) {
+            value = values["universal"].get<std::string>();
+          } else {
+            const json individual = values["individual"];
+            value = individual.value("prefix", "") +
+                    individual["roots"][static_cast<std::size_t>(d)].get<std::string>() +
+                    individual.value("suffix", "");
+          }
+          if (levels[l] == "topology.k8s.aws/network-node-layer-3") blocks.insert(value);
+          if (levels[l] == "kubernetes.io/hostname") {
+            const auto found = block_of_node.find(value);
+            blocks.insert(found == block_of_node.end() ? "?" + value : found->second);
+          }
+        }
+      }
+    }
+  }
+  return blocks;
+}
+
+// Issue 51: Kueue's topology-aware scheduling on the EKS network layers. A Topology of
+// network-node-layer-1..3 and the host, a flavor naming it, nodes in two layer-3 blocks (nn-a of
+// 2 nodes, nn-b of 3; the nodes are written here, as a kubelet would report them, with 8 GPUs
+// each). With --kueue-topology the in-process webhook asks Kueue for one layer-3 block on each
+// queued job's pod templates: a PyTorchJob (Master and Workers grouped), a TrainJob (in
+// ncclguard's runtime patch) and a batch Job; Kueue's TopologyAssignment puts each job's 3 pods in
+// nn-b, the only block they fit. The batch Job's pods, made by the real Job controller and bound
+// by the real kube-scheduler (scripts/kwok.sh start --without-kwok), give it NcclPlacement True
+// OneBlock.
+TEST_F(KueueAdmissionCheck, QueuedJobsOnATopologyFlavorAreAskedForOneBlockAndKueuePlacesThemInIt) {
+  const std::map<std::string, std::string> scheduler_env{
+      {"NCCLGUARD_CONTROLPLANE_DIR", ControlPlaneEnvironment::Info().state_dir}};
+  const ProcessResult scheduler =
+      RunProcess({SourceDir() + "/scripts/kwok.sh", "start", "--without-kwok"}, scheduler_env);
+  ASSERT_EQ(scheduler.exit_code, 0) << scheduler.stderr_text;
+  struct StopScheduler {
+    std::map<std::string, std::string> env;
+    ~StopScheduler() { RunProcess({SourceDir() + "/scripts/kwok.sh", "stop"}, env); }
+  } stop_scheduler{scheduler_env};
+
+  const std::string topology = namespace_ + "-eks";
+  Create("/apis/kueue.x-k8s.io/v1beta2/topologies",
+         {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+          {"kind", "Topology"},
+          {"metadata", {{"name", topology}}},
+          {"spec",
+           {{"levels", json::array({{{"nodeLabel", "topology.k8s.aws/network-node-layer-1"}},
+                                    {{"nodeLabel", "topology.k8s.aws/network-node-layer-2"}},
+                                    {{"nodeLabel", "topology.k8s.aws/network-node-layer-3"}},
+                                    {{"nodeLabel", "kubernetes.io/hostname"}}})}}}});
+  cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/topologies/" + topology);
+  flavor_ = namespace_ + "-tas";
+  Create("/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+         {{"apiVersion", "kueue.x-k8s.io/v1beta2"},
+          {"kind", "ResourceFlavor"},
+          {"metadata", {{"name", flavor_}}},
+          {"spec",
+           {{"nodeLabels", {{"node.kubernetes.io/instance-type", InstanceType()}}},
+            {"topologyName", topology}}}});
+  cleanup_.push_back("/apis/kueue.x-k8s.io/v1beta2/resourceflavors/" + flavor_);
+  MakeQueues(64, {});
+
+  std::map<std::string, std::string> block_of_node;
+  for (const auto& [name, block] : std::vector<std::pair<std::string, std::string>>{
+           {"a1", "nn-a"}, {"a2", "nn-a"}, {"b1", "nn-b"}, {"b2", "nn-b"}, {"b3", "nn-b"}}) {
+    const std::string node = namespace_ + "-" + name;
+    nodes_.push_back(node);
+    block_of_node[node] = block;
+    Create("/api/v1/nodes", {{"apiVersion", "v1"},
+                             {"kind", "Node"},
+                             {"metadata",
+                              {{"name", node},
+                               {"labels",
+                                {{"node.kubernetes.io/instance-type", InstanceType()},
+                                 {"kubernetes.io/hostname", node},
+                                 {"topology.k8s.aws/network-node-layer-1", "nn-1"},
+                                 {"topology.k8s.aws/network-node-layer-2", "nn-2"},
+                                 {"topology.k8s.aws/network-node-layer-3", block}}}}}});
+    const KubeResponse status = client_->Request(
+        "PATCH", "/api/v1/nodes/" + node + "/status",
+        json{{"status",
+              {{"capacity",
+                {{"cpu", "96"}, {"memory", "1000Gi"}, {"nvidia.com/gpu", "8"}, {"pods", "110"}}},
+               {"allocatable",
+                {{"cpu", "96"}, {"memory", "1000Gi"}, {"nvidia.com/gpu", "8"}, {"pods", "110"}}},
+               {"conditions", json::array({{{"type", "Ready"},
+                                            {"status", "True"},
+                                            {"reason", "KubeletReady"},
+                                            {"lastHeartbeatTime", "2026-12-08T00:00:00Z"},
+                                            {"lastTransitionTime", "2026-12-08T00:00:00Z"}}})}}}}
+            .dump(),
+        "application/merge-patch+json");
+    ASSERT_EQ(status.status, 200) << status.body;
+    // Ready: the not-ready taint the API server put on the new node goes, as the node lifecycle
+    // controller would take it off.
+    const KubeResponse untainted =
+        client_->Request("PATCH", "/api/v1/nodes/" + node, R"({"spec":{"taints":null}})",
+                         "application/merge-patch+json");
+    ASSERT_EQ(untainted.status, 200) << untainted.body;
+  }
+
+  manager::ManagerOptions options = Options();
+  options.enable.insert("kueue-topology");
+  options.placement_ready = [](core::PlacementLookup lookup) {
+    shared->webhook->server().UsePlacement(std::move(lookup));
+  };
+  StartController(std::move(options));
+  // The webhook knows the queue's Topology once the controller's caches hold it: a dry run of a
+  // queued Job comes back with the request.
+  const std::string kAnnotation = "kueue.x-k8s.io/podset-preferred-topology";
+  const std::string kBlock = "topology.k8s.aws/network-node-layer-3";
+  json dry_run;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const KubeResponse r = client_->Post(Jobs() + "?dryRun=All", BatchJob("dry", 3));
+        dry_run = r.status == 201 ? r.Json() : json(nullptr);
+        return !dry_run.is_null() &&
+               dry_run.value(json::json_pointer("/spec/template/metadata/annotations"),
+                             json::object())
+                       .value(kAnnotation, "") == kBlock;
+      },
+      kWait, 200ms))
+      << dry_run.dump();
+
+  // The PyTorchJob: both pod sets asked for one block, grouped; Kueue places all 3 pods in nn-b.
+  Create(PyTorchJobs(), PyTorchJob("torch", 2));
+  const json torch = Get(PyTorchJobs() + "/torch");
+  for (const char* role : {"Master", "Worker"}) {
+    const json annotations =
+        torch.value(json::json_pointer(std::string("/spec/pytorchReplicaSpecs/") + role +
+                                       "/template/metadata/annotations"),
+                    json::object());
+    EXPECT_EQ(annotations.value(kAnnotation, ""), kBlock) << role << torch.dump();
+    EXPECT_EQ(annotations.value("kueue.x-k8s.io/podset-group-name", ""), "ncclguard-ranks") << role;
+  }
+  json workload = WaitForWorkload("torch", [](const json& w) { return IsTrue(w, "Admitted"); });
+  ASSERT_FALSE(workload.is_null());
+  EXPECT_EQ(AssignedBlocks(workload, block_of_node), std::set<std::string>{"nn-b"})
+      << workload.dump();
+  client_->Delete(PyTorchJobs() + "/torch");
+  ASSERT_TRUE(Eventually([&] { return WorkloadOf("torch").is_null(); }, kWait));
+
+  // The TrainJob: the request in ncclguard's runtime patch for the trainer's job "node".
+  const std::string runtime = namespace_ + "-torch-distributed";
+  MakeTorchRuntime(runtime, InstanceType());
+  Create(TrainJobs(), TrainJob("llama", runtime, 3));
+  const json trainjob = Get(TrainJobs() + "/llama");
+  std::string asked;
+  for (const json& patch :
+       trainjob.value(json::json_pointer("/spec/runtimePatches"), json::array())) {
+    if (patch.value("manager", "") != "ncclguard.io/webhook") continue;
+    for (const json& job :
+         patch.value(json::json_pointer("/trainingRuntimeSpec/template/spec/replicatedJobs"),
+                     json::array())) {
+      asked = job.value(json::json_pointer("/template/spec/template/metadata/annotations"),
+                        json::object())
+                  .value(kAnnotation, "");
+    }
+  }
+  EXPECT_EQ(asked, kBlock) << trainjob.dump();
+  workload = WaitForWorkload("llama", [](const json& w) { return IsTrue(w, "Admitted"); });
+  ASSERT_FALSE(workload.is_null());
+  EXPECT_EQ(AssignedBlocks(workload, block_of_node), std::set<std::string>{"nn-b"})
+      << workload.dump();
+  client_->Delete(TrainJobs() + "/llama");
+  ASSERT_TRUE(Eventually([&] { return WorkloadOf("llama").is_null(); }, kWait));
+
+  // The batch Job: its pods run nowhere (no kubelet) but are bound, all in nn-b.
+  Create(Jobs(), BatchJob("bound", 3));
+  workload = WaitForWorkload("bound", [](const json& w) { return IsTrue(w, "Admitted"); });
+  ASSERT_FALSE(workload.is_null());
+  EXPECT_EQ(AssignedBlocks(workload, block_of_node), std::set<std::string>{"nn-b"})
+      << workload.dump();
+  json placed;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        placed = ConditionOf(Get(Jobs() + "/bound"), "NcclPlacement");
+        return placed.value("reason", "") == "OneBlock";
+      },
+      kWait, 200ms))
+      << placed.dump() << "\n"
+      << Get("/api/v1/namespaces/" + namespace_ + "/pods").dump();
+  EXPECT_EQ(placed.value("status", ""), "True");
+  EXPECT_NE(placed.value("message", "").find("nn-b"), std::string::npos) << placed.dump();
 }
 
 }  // namespace
