@@ -87,6 +87,12 @@ done
 until_true 60 efa_advertised || fail "the nodes do not advertise their EFA devices"
 note "each poses as a p5.48xlarge: label node.kubernetes.io/instance-type=p5.48xlarge; nvidia.com/gpu: 8 and"
 note "vpc.amazonaws.com/efa: 32 in its status, as the NVIDIA and EFA device plugins would advertise them"
+# Their place in the network, as EKS labels p5 nodes from the EC2 instance topology: one block.
+for node in "${nodes[@]}"; do
+  kubectl label node "$node" --overwrite topology.k8s.aws/network-node-layer-1=nn-spine \
+    topology.k8s.aws/network-node-layer-2=nn-aggregation topology.k8s.aws/network-node-layer-3=nn-block-a >/dev/null
+done
+note "and both sit in one network block, as EKS labels them: topology.k8s.aws/network-node-layer-3=nn-block-a"
 
 say "2. Building the ncclguard image without a registry and importing it into both nodes (scripts/image.sh)"
 NCCLGUARD_BUILD_DIR=$build NCCLGUARD_IMAGE_ARCHIVE=$work/ncclguard.tar "$root/scripts/image.sh" 2>"$work/image.log" ||
@@ -242,6 +248,9 @@ print("     capabilities: %s" % json.dumps(c.get("securityContext", {}).get("cap
 print("     /dev/shm: %s" % [v["name"] for v in spec.get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"])
 print("     env: %s" % ", ".join("%s=%s" % (k, v) for k, v in env.items() if k.startswith(("NCCL_", "FI_"))))
 print("     hostname %s, subdomain %s (the name under the headless Service resolves)" % (spec.get("hostname"), spec.get("subdomain")))
+for term in spec.get("affinity", {}).get("podAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", []):
+    t = term["podAffinityTerm"]
+    print("     pod affinity (preferred): with %s, on %s" % (json.dumps(t["labelSelector"]["matchLabels"]), t["topologyKey"]))
 rdzv = [k for k in sys.argv[4].split() if k in env]
 print("   set by the %s: %s" % (sys.argv[3], " ".join("%s=%s" % (k, env[k]) for k in rdzv)))' "$1" "$2" "$3" "$4"
 }
@@ -254,6 +263,13 @@ pod_fixes llama-pretrain-worker-0 pytorch "training operator" "MASTER_ADDR MASTE
 until_true 60 bash -c 'kubectl logs -n ml llama-pretrain-worker-0 -c pytorch | grep -q "rank 1 reached"' || fail "the Worker did not reach the Master"
 note "Worker log: $(kubectl logs -n ml llama-pretrain-worker-0 -c pytorch | grep 'rank 1 reached')"
 note "(resolved by CoreDNS, connected across the pod network)"
+# placement <kind> <name>: the job's NcclPlacement condition, once its pods are bound.
+placement() {
+  until_true 60 has "$1" "$2" '{.status.conditions[?(@.type=="NcclPlacement")].status}' True ||
+    fail "$1 $2 has no NcclPlacement True"
+  note "$1 $2: $(kubectl get "$1" -n ml "$2" -o jsonpath='{.status.conditions[?(@.type=="NcclPlacement")].type}={.status.conditions[?(@.type=="NcclPlacement")].status} {.status.conditions[?(@.type=="NcclPlacement")].reason}: {.status.conditions[?(@.type=="NcclPlacement")].message}')"
+}
+placement pytorchjob llama-pretrain
 
 say "9. The Trainer and the JobSet controller create the TrainJob's pods; ncclguard's webhook fixes them; they run"
 until_true 180 running jobset.sigs.k8s.io/jobset-name=llama-finetune || { kubectl get pods -n ml -o wide >&2; fail "the TrainJob's pods are not Running"; }
@@ -265,6 +281,7 @@ pod_fixes "$node1" node "Trainer's torch plugin" "PET_MASTER_ADDR PET_MASTER_POR
 until_true 60 bash -c "kubectl logs -n ml $node1 -c node | grep -q 'node 1 reached'" || fail "TrainJob node 1 did not reach node 0"
 note "$node1's log: $(kubectl logs -n ml "$node1" -c node | grep 'node 1 reached')"
 note "(JobSet's headless Service, resolved by CoreDNS)"
+placement trainjob llama-finetune
 note "all pods in ml:"
 kubectl get pods -n ml -o custom-columns=POD:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,IP:.status.podIP | sed 's/^/   /'
 
