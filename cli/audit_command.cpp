@@ -1,7 +1,7 @@
 // `ncclguard audit`: the background audit's scan, run once against a live cluster through a
 // kubeconfig, before anything is installed: every object of every kind ncclguard knows, listed
-// page by page, its results printed (or the PolicyReports the controller would write); exit 1 when
-// any result is fail.
+// page by page, its results printed (or the PolicyReports the controller would write), then the
+// nodes' topology labelling problems; exit 1 when any result is fail.
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -17,6 +17,7 @@
 #include "controllers/policy_object.h"
 #include "core/errors.h"
 #include "core/kinds.h"
+#include "core/kueue.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "manager/cache.h"
@@ -79,6 +80,37 @@ bool ListEach(kube::Client& client, const kube::ResourceRef& resource,
     options.continue_token = std::move(page.continue_token);
   } while (!options.continue_token.empty());
   return true;
+}
+
+kube::ResourceRef KueueResource(std::string_view plural) {
+  return {.group = std::string(core::kKueueGroup),
+          .version = "v1beta2",
+          .resource = std::string(plural),
+          .namespaced = false,
+          .namespace_ = "",
+          .name = ""};
+}
+
+// Kueue's Topologies and ResourceFlavors (none without Kueue: 404), then the nodes, for the
+// topology warnings (core/topology_audit.h); only counts and a few names of each are kept. A user
+// who may not list them (403) gets the rest of the audit and a note.
+void CheckTopologyLabels(kube::Client& client, ClusterAudit& audit) {
+  core::TopologyAudit& topology = audit.topology();
+  try {
+    if (ListEach(client, KueueResource(core::kKueueTopologies),
+                 [&](core::Json&& object) { topology.AddTopology(object); })) {
+      ListEach(client, KueueResource(core::kKueueResourceFlavors),
+               [&](core::Json&& object) { topology.AddResourceFlavor(object); });
+    }
+    ListEach(client, kube::resources::Nodes(),
+             [&](core::Json&& object) { topology.AddNode(object); });
+  } catch (const kube::ApiError& e) {
+    if (e.code() != kube::ErrorCode::kForbidden) throw;
+    topology = core::TopologyAudit();  // half the picture would warn wrongly
+    Note(std::string("topology labels not checked (needs list nodes, and Kueue's topologies and "
+                     "resourceflavors): ") +
+         e.what());
+  }
 }
 
 // --policy if given, else the cluster's NcclPolicy default if it exists (as the controller reads
@@ -168,6 +200,7 @@ int RunAudit(const AuditOptions& options) {
       if (!audit_kind(info)) audit.NotServed(KindName(info));
     }
     audit_kind(core::KindInfoOf(core::WorkloadKind::Pod));
+    CheckTopologyLabels(client, audit);
     audit.Finish(std::cout);
     return audit.ExitCode();
   } catch (const kube::ApiError& e) {

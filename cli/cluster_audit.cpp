@@ -29,6 +29,9 @@ std::string NamespaceOf(const core::Json& object) {
 // which `ncclguard audit` reports too.
 constexpr std::string_view kImageDriftId = "image-drift";
 
+// Where the guide says how to pack a job with Kueue's topology-aware scheduling (section 19).
+constexpr std::string_view kTopologyGuideSlug = "advanced-tuning";
+
 }  // namespace
 
 bool AuditScope::Includes(std::string_view ns, const core::AuditPolicy& audit) const {
@@ -155,10 +158,18 @@ void ClusterAudit::NotServed(std::string kind) { not_served_.push_back(std::move
 
 void ClusterAudit::Finish(std::ostream& out) {
   AuditImageDrift(output_ == AuditOutput::Text ? &out : nullptr);
+  const std::vector<core::TopologyWarning> warnings = topology_.Warnings();
+  const std::string guide = core::GuideLink(policy_.guide_base_url, kTopologyGuideSlug);
   if (output_ == AuditOutput::Text) {
+    for (const core::TopologyWarning& warning : warnings) {
+      out << FormatTopologyWarning(warning, guide);
+    }
     out << counts_.fail << " fail, " << counts_.warn << " warn, " << counts_.pass
         << " pass: " << counts_.objects << " objects in " << namespaces_.size() << " namespaces";
     if (counts_.errors > 0) out << ", " << counts_.errors << " unreadable";
+    if (!warnings.empty()) {
+      out << ", " << warnings.size() << " topology warning" << (warnings.size() == 1 ? "" : "s");
+    }
     out << "\n";
     return;
   }
@@ -186,8 +197,15 @@ void ClusterAudit::Finish(std::ostream& out) {
       first = false;
     }
   }
-  const core::Json notes{
-      {"policy", policy_source_}, {"notServed", not_served_}, {"unreadable", unreadable_}};
+  core::Json topology_warnings = core::Json::array();
+  for (const core::TopologyWarning& warning : warnings) {
+    topology_warnings.push_back(
+        {{"reason", warning.reason}, {"message", warning.message}, {"guide", guide}});
+  }
+  const core::Json notes{{"policy", policy_source_},
+                         {"notServed", not_served_},
+                         {"unreadable", unreadable_},
+                         {"topologyWarnings", std::move(topology_warnings)}};
   out << (first ? "]" : "\n  ]") << ",\n  \"ncclguard\": " << indented(notes, "  ") << "\n}\n";
 }
 
@@ -216,6 +234,11 @@ std::string FormatObjectAudit(const core::ObjectAudit& audit) {
     out += "\n    " + finding.message + "\n    guide: " + finding.guide + "\n";
   }
   return out;
+}
+
+std::string FormatTopologyWarning(const core::TopologyWarning& warning, std::string_view guide) {
+  return "warning: " + warning.reason + ": " + warning.message + " (guide: " + std::string(guide) +
+         ")\n";
 }
 
 }  // namespace ncclguard::cli

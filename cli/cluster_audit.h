@@ -17,6 +17,7 @@
 #include "core/audit.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/topology_audit.h"
 
 namespace ncclguard::cli {
 
@@ -55,13 +56,18 @@ class ClusterAudit {
   std::string Add(const core::Json& object);
   // A kind the server does not serve (its CRD is not installed): "PyTorchJob kubeflow.org/v1".
   void NotServed(std::string kind);
+  // The nodes, Kueue ResourceFlavors and Topologies (flavors and Topologies first): their
+  // labelling problems (core/topology_audit.h) are said at Finish. They change no exit code.
+  core::TopologyAudit& topology() { return topology_; }
   // Where the policy came from, for the JSON output ("NcclPolicy default", "--policy FILE"...).
   void SetPolicySource(std::string source) { policy_source_ = std::move(source); }
 
-  // Once, at the end. Text: the summary line. JSON: a v1 List of the PolicyReports of each
+  // Once, at the end. Text: the topology warnings, a line each ("warning: <reason>: <message>
+  // (guide: <link>)"), then the summary line. JSON: a v1 List of the PolicyReports of each
   // namespace with an audited object (by namespace), with ncclguard's own notes (policy, kinds not
-  // served, unreadable objects) in a top-level "ncclguard" field that Kubernetes clients ignore;
-  // written a namespace at a time, each one's results let go once written.
+  // served, unreadable objects, topologyWarnings: reason, message, guide) in a top-level
+  // "ncclguard" field that Kubernetes clients ignore; written a namespace at a time, each one's
+  // results let go once written.
   void Finish(std::ostream& out);
   std::string Finish();  // the same, as a string
   const AuditCounts& counts() const { return counts_; }
@@ -85,6 +91,7 @@ class ClusterAudit {
   std::vector<std::string> not_served_;
   std::vector<std::string> unreadable_;
   AuditCounts counts_;
+  core::TopologyAudit topology_;
   // What the image drift (diagnosis image-drift, core/image_pin.h) reads of the running pods of
   // each job in scope, by the job's kind, namespace and name; judged at Finish.
   std::map<std::tuple<int, std::string, std::string>, std::vector<core::Json>> job_pods_;
@@ -100,5 +107,9 @@ class ClusterAudit {
 //       <message>
 //       guide: <link>
 std::string FormatObjectAudit(const core::ObjectAudit& audit);
+
+// One topology warning as the text output prints it:
+//   warning: NodeMissingTopologyLevel: <message> (guide: <link>)
+std::string FormatTopologyWarning(const core::TopologyWarning& warning, std::string_view guide);
 
 }  // namespace ncclguard::cli

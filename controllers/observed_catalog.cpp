@@ -42,6 +42,12 @@ bool SameEntry(const core::ObservedInstanceType& a, const core::ObservedInstance
          a.ultra_server == b.ultra_server && a.ultra_server_nodes == b.ultra_server_nodes;
 }
 
+std::vector<core::ObservedInstanceType>::const_iterator FindType(
+    const std::vector<core::ObservedInstanceType>& catalog, const std::string& name) {
+  return std::find_if(catalog.begin(), catalog.end(),
+                      [&](const core::ObservedInstanceType& p) { return p.name == name; });
+}
+
 // The layers a node's labels carry, and its UltraServer id ("" without).
 std::pair<std::set<int>, std::string> TopologyShape(const core::Json& node) {
   const auto metadata = node.find("metadata");
@@ -64,13 +70,14 @@ void InstanceTypeObserver::Add(const core::Json& node) {
   seen.gpus = std::max(seen.gpus, gpus);
   seen.efa_devices = std::max(seen.efa_devices, Capacity(node, core::kEfaResource));
   ++seen.nodes;
-  names_[type].push_back(Meta(node, "name"));
+  std::string name = Meta(node, "name");
   auto [layers, ultra] = TopologyShape(node);
   if (!ultra.empty()) {
     seen.ultra_server = true;
     seen.ultra_server_nodes = std::max(seen.ultra_server_nodes, ++ultra_servers_[type][ultra]);
   }
-  ++layer_sets_[type][std::move(layers)];
+  levels_[type].Add(name, std::move(layers));
+  names_[type].push_back(std::move(name));
 }
 
 std::vector<core::ObservedInstanceType> InstanceTypeObserver::Result() && {
@@ -83,12 +90,11 @@ std::vector<core::ObservedInstanceType> InstanceTypeObserver::Result() && {
     list.resize(keep);
     seen.node_names = std::move(list);
     // Every layer any node of the type carries; a node that lacks one of them is counted.
-    std::set<int> all;
-    for (const auto& [layers, count] : layer_sets_[type]) all.insert(layers.begin(), layers.end());
-    for (const auto& [layers, count] : layer_sets_[type]) {
-      if (layers != all) seen.nodes_missing_topology_level += count;
+    const core::TopologyLevelCensus& census = levels_[type];
+    seen.nodes_missing_topology_level = static_cast<int>(census.NodesMissingLevel().count());
+    for (const int layer : census.Layers()) {
+      seen.topology_levels.push_back(core::NetworkLayerLabel(layer));
     }
-    for (const int layer : all) seen.topology_levels.push_back(core::NetworkLayerLabel(layer));
     observed.push_back(std::move(seen));
   }
   return observed;
@@ -104,9 +110,7 @@ std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
     std::vector<core::ObservedInstanceType> seen,
     const std::vector<core::ObservedInstanceType>& published, Timestamp now) {
   for (core::ObservedInstanceType& entry : seen) {
-    const auto before =
-        std::find_if(published.begin(), published.end(),
-                     [&](const core::ObservedInstanceType& p) { return p.name == entry.name; });
+    const auto before = FindType(published, entry.name);
     const bool unchanged =
         before != published.end() && SameCounts(*before, entry) && !before->observed_time.empty();
     entry.observed_time = unchanged ? before->observed_time : FormatTime(now);
@@ -115,6 +119,21 @@ std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
                     std::equal(seen.begin(), seen.end(), published.begin(), SameEntry);
   if (same) return std::nullopt;
   return seen;
+}
+
+std::vector<core::ObservedInstanceType> TopologyLevelChanges(
+    const std::vector<core::ObservedInstanceType>& written,
+    const std::vector<core::ObservedInstanceType>& published) {
+  std::vector<core::ObservedInstanceType> changed;
+  for (const core::ObservedInstanceType& entry : written) {
+    if (entry.nodes_missing_topology_level == 0) continue;
+    const auto before = FindType(published, entry.name);
+    if (before == published.end() ||
+        before->nodes_missing_topology_level != entry.nodes_missing_topology_level) {
+      changed.push_back(entry);
+    }
+  }
+  return changed;
 }
 
 bool ObservedFieldsDiffer(const core::Json& before, const core::Json& after) {

@@ -13,6 +13,7 @@
 #include "controllers/timestamps.h"
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/topology_audit.h"
 
 namespace ncclguard::controllers {
 
@@ -33,8 +34,8 @@ class InstanceTypeObserver {
  private:
   std::map<std::string, core::ObservedInstanceType> by_type_;
   std::map<std::string, std::vector<std::string>> names_;
-  // Per type: its nodes counted by the set of network-node-layer numbers each carries.
-  std::map<std::string, std::map<std::set<int>, int>> layer_sets_;
+  // Per type: its nodes by the network-node-layer numbers each carries.
+  std::map<std::string, core::TopologyLevelCensus> levels_;
   // Per type: its nodes counted by UltraServer id.
   std::map<std::string, std::map<std::string, int>> ultra_servers_;
 };
@@ -46,6 +47,13 @@ class InstanceTypeObserver {
 std::optional<std::vector<core::ObservedInstanceType>> ObservedCatalogUpdate(
     std::vector<core::ObservedInstanceType> seen,
     const std::vector<core::ObservedInstanceType>& published, Timestamp now);
+
+// The entries of `written` whose nodesMissingTopologyLevel is non-zero and not what `published`
+// said of the type: what the controller logs as a warning once `written` is in the status (so once
+// a change, not every reconcile).
+std::vector<core::ObservedInstanceType> TopologyLevelChanges(
+    const std::vector<core::ObservedInstanceType>& written,
+    const std::vector<core::ObservedInstanceType>& published);
 
 // Whether a Node change can change what ObserveInstanceTypes sees of it.
 bool ObservedFieldsDiffer(const core::Json& before, const core::Json& after);

@@ -11,6 +11,11 @@ namespace ncclguard::core {
 
 inline constexpr std::string_view kKueueGroup = "kueue.x-k8s.io";
 inline constexpr std::string_view kKueueApiVersion = "kueue.x-k8s.io/v1beta2";
+// The topology-aware scheduling objects `ncclguard audit` reads (core/topology_audit.h), both
+// cluster-scoped: ResourceFlavor (spec.nodeLabels, spec.topologyName) and Topology
+// (spec.levels[].nodeLabel).
+inline constexpr std::string_view kKueueResourceFlavors = "resourceflavors";
+inline constexpr std::string_view kKueueTopologies = "topologies";
 // On a job: Kueue queues it (its webhook suspends it, Kueue resumes it on admission).
 inline constexpr std::string_view kKueueQueueNameLabel = "kueue.x-k8s.io/queue-name";
 // On a pod Kueue's pod integration manages: the label, and the scheduling gate it lifts on

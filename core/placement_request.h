@@ -15,6 +15,7 @@
 
 #include "core/json.h"
 #include "core/policy.h"
+#include "core/topology.h"
 
 namespace ncclguard::core {
 
@@ -34,8 +35,6 @@ inline constexpr std::array<std::string_view, 5> kKueueTopologyAnnotations{
 // The group ncclguard names both pod sets of a job of two (a Master and its Workers), so that
 // Kueue places them in one block together.
 inline constexpr std::string_view kPlacementPodSetGroup = "ncclguard-ranks";
-// The level every node has, which a network block never is.
-inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 
 // What a managed job's placement request is: where the webhook knows the cluster (the in-process
 // webhook, from the controller's caches); null elsewhere (the CLI, the standalone webhook).

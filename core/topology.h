@@ -16,6 +16,8 @@ namespace ncclguard::core {
 
 inline constexpr std::string_view kNetworkNodeLayerPrefix = "topology.k8s.aws/network-node-layer-";
 inline constexpr std::string_view kUltraServerLabel = "topology.k8s.aws/ultraserver-id";
+// The level every node has (a Kueue Topology's lowest), which a network block never is.
+inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
 // The deepest layer read: AWS labels up to 4 today; a key beyond this is not a layer.
 inline constexpr int kMaxNetworkLayer = 16;
 

@@ -6,6 +6,7 @@
 #include "controllers/labels.h"
 #include "controllers/training_job_reconciler.h"
 #include "core/contract.h"
+#include "core/errors.h"
 #include "core/gate.h"
 #include "core/kinds.h"
 #include "log/log.h"
@@ -41,6 +42,36 @@ Json FieldOrNull(const Json* object, const char* field) {
   if (object == nullptr || !object->is_object()) return nullptr;
   const auto found = object->find(field);
   return found == object->end() ? Json(nullptr) : *found;
+}
+
+// The types whose nodesMissingTopologyLevel the NcclPolicy's status patch of `result` changes to a
+// non-zero count (controllers::TopologyLevelChanges), against the status the cache holds.
+std::vector<core::ObservedInstanceType> WrittenTopologyLevelChanges(
+    const Caches& caches, const controllers::PolicyKey& key,
+    const controllers::ReconcileResult& result) {
+  for (const controllers::Action& action : result.actions) {
+    const auto* patch = std::get_if<controllers::MergePatch>(&action);
+    if (patch == nullptr || !patch->patch.contains("status") ||
+        !patch->patch["status"].contains("observedInstanceTypes")) {
+      continue;
+    }
+    std::vector<core::ObservedInstanceType> written;
+    std::vector<core::ObservedInstanceType> published;
+    try {
+      written = core::ParseObservedCatalog(patch->patch);
+    } catch (const core::PolicyError&) {
+      return {};
+    }
+    try {
+      if (const kube::CachedObject object = caches.policies().Get(key.name)) {
+        published = core::ParseObservedCatalog(*object);
+      }
+    } catch (const core::PolicyError&) {
+      // Unreadable (edited by hand): rewritten from the nodes, as if empty.
+    }
+    return controllers::TopologyLevelChanges(written, published);
+  }
+  return {};
 }
 
 // The counts of the learned catalog (name, GPUs, EFA devices per type): what the policy in force
@@ -329,6 +360,28 @@ ControllerSpec<controllers::PolicyKey> NcclPolicyController(const Caches& caches
     caches.nodes().ForEach([&observer](const Json& node) { observer.Add(node); });
     return controllers::ReconcileNcclPolicyWithCatalog(key, std::optional<Json>(*object),
                                                        std::move(observer).Result(), Now());
+  };
+  // Once the status says more (or other) nodes of a type lack a topology level, the log says so.
+  spec.observe = [&caches](const PolicyKey& key,
+                           const controllers::ReconcileResult& result) -> Applied {
+    const std::vector<core::ObservedInstanceType> changed =
+        WrittenTopologyLevelChanges(caches, key, result);
+    if (changed.empty()) return nullptr;
+    return [changed](std::size_t) {
+      for (const core::ObservedInstanceType& type : changed) {
+        std::string levels;
+        for (const std::string& level : type.topology_levels) {
+          levels += (levels.empty() ? "" : ",") + level;
+        }
+        log::Warn(
+            "nodes lack a topology level their instance type's other nodes carry: Kueue's "
+            "topology-aware scheduling leaves them out (ncclguard audit names them)",
+            {{"instanceType", type.name},
+             {"nodesMissingTopologyLevel", type.nodes_missing_topology_level},
+             {"nodes", type.nodes},
+             {"topologyLevels", levels}});
+      }
+    };
   };
   return spec;
 }

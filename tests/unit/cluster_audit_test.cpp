@@ -8,6 +8,7 @@
 #include "cli/cluster_audit.h"
 #include "cli/exit_code.h"
 #include "core/audit.h"
+#include "core/guide.h"
 #include "core/policy_report.h"
 #include "tests/unit/test_support.h"
 
@@ -139,7 +140,58 @@ TEST(ClusterAudit, ANamespaceWithNothingAuditedGetsNoReport) {
   const Json list = Json::parse(text);
   EXPECT_EQ(text, list.dump(2) + "\n");
   EXPECT_EQ(list, Json::parse(R"({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [],
-                            "ncclguard": {"policy": "", "notServed": [], "unreadable": []}})"));
+                            "ncclguard": {"policy": "", "notServed": [], "unreadable": [],
+                                          "topologyWarnings": []}})"));
+  EXPECT_EQ(audit.ExitCode(), cli::kExitClean);
+}
+
+// Two p5 nodes, one of them without network-node-layer-3; a TAS flavor over both whose Topology
+// names network-node-layer-4.
+void AddMislabelledNodes(core::TopologyAudit& topology) {
+  topology.AddTopology(
+      Yaml("metadata: {name: aws}\nspec: {levels: [{nodeLabel: "
+           "topology.k8s.aws/network-node-layer-4}]}\n"));
+  topology.AddResourceFlavor(
+      Yaml("metadata: {name: gpu}\nspec: {topologyName: aws, nodeLabels: {pool: gpu}}\n"));
+  topology.AddNode(Yaml(
+      "metadata: {name: node-a, labels: {pool: gpu, node.kubernetes.io/instance-type: p5.48xlarge, "
+      "topology.k8s.aws/network-node-layer-3: nn-a}}\n"));
+  topology.AddNode(
+      Yaml("metadata: {name: node-b, labels: {pool: gpu, "
+           "node.kubernetes.io/instance-type: p5.48xlarge}}\n"));
+}
+
+TEST(ClusterAudit, TextSaysTheTopologyWarningsBeforeTheSummaryAndTheyChangeNoExitCode) {
+  ClusterAudit audit(core::Policy::Defaults(), Namespace("ml"), AuditOutput::Text);
+  EXPECT_EQ(audit.Add(PodIn("ml", "good")), "Pod ml/good: pass\n");
+  AddMislabelledNodes(audit.topology());
+  EXPECT_EQ(audit.Finish(),
+            "warning: NodeMissingTopologyLevel: 1 p5.48xlarge node lacks "
+            "topology.k8s.aws/network-node-layer-3, which other p5.48xlarge nodes carry (node-b): "
+            "Kueue's topology-aware scheduling leaves it out of a Topology's capacity (guide: " +
+                core::GuideLink(core::Policy::Defaults().guide_base_url, "advanced-tuning") +
+                ")\n"
+                "warning: TopologyLevelUnlabelled: ResourceFlavor gpu's Topology aws names level "
+                "topology.k8s.aws/network-node-layer-4, which none of its 2 nodes carries: "
+                "Kueue's topology-aware scheduling leaves out every node lacking a level, so the "
+                "flavor has no topology capacity (guide: " +
+                core::GuideLink(core::Policy::Defaults().guide_base_url, "advanced-tuning") +
+                ")\n0 fail, 0 warn, 1 pass: 1 objects in 1 namespaces, 2 topology warnings\n");
+  EXPECT_EQ(audit.ExitCode(), cli::kExitClean);
+}
+
+TEST(ClusterAudit, JsonCarriesTheTopologyWarningsInItsOwnNotes) {
+  ClusterAudit audit(core::Policy::Defaults(), Namespace("ml"), AuditOutput::Json);
+  AddMislabelledNodes(audit.topology());
+  const std::string text = audit.Finish();
+  const Json list = Json::parse(text);
+  EXPECT_EQ(text, list.dump(2) + "\n");
+  EXPECT_EQ(list["kind"], "List");
+  const Json& warnings = list["ncclguard"]["topologyWarnings"];
+  ASSERT_EQ(warnings.size(), 2u) << text;
+  EXPECT_EQ(warnings[0]["reason"], "NodeMissingTopologyLevel");
+  EXPECT_EQ(warnings[1]["reason"], "TopologyLevelUnlabelled");
+  EXPECT_NE(warnings[1]["guide"].get<std::string>().find("#advanced-tuning"), std::string::npos);
   EXPECT_EQ(audit.ExitCode(), cli::kExitClean);
 }
 

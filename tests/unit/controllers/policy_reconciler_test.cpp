@@ -192,6 +192,36 @@ TEST(ReconcileNcclPolicy, LearnsEachTypesTopologyLevelsAtThreeAndFourLayers) {
   EXPECT_EQ(now["observedTime"], "2026-12-02T14:00:00Z");
 }
 
+// What the controller logs once the status is written: a type whose count of nodes missing a
+// level becomes non-zero or changes; nothing when it stays or drops to zero.
+TEST(ReconcileNcclPolicy, TheTypesToWarnOfAreThoseWhoseMissingLevelCountTheStatusChanges) {
+  Json object = Policy(23456);
+  const std::vector<Json> nodes{LayeredNode("p5-0", "p5.48xlarge", 3),
+                                LayeredNode("p5-1", "p5.48xlarge", 2),
+                                LayeredNode("b200-0", "p6-b200.48xlarge", 4)};
+  const ReconcileResult first = ReconcileNcclPolicy({"default"}, object, nodes, kPolicyT0);
+  const auto written = core::ParseObservedCatalog(OnlyPatch(first).patch);
+  const auto changed = TopologyLevelChanges(written, {});
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].name, "p5.48xlarge");
+  EXPECT_EQ(changed[0].nodes_missing_topology_level, 1);
+  EXPECT_TRUE(TopologyLevelChanges(written, written).empty());
+
+  std::vector<Json> more = nodes;
+  more.push_back(LayeredNode("p5-2", "p5.48xlarge", 0));
+  object.merge_patch(OnlyPatch(first).patch);
+  const ReconcileResult second = ReconcileNcclPolicy({"default"}, object, more, kPolicyT0);
+  const auto rewritten = core::ParseObservedCatalog(OnlyPatch(second).patch);
+  ASSERT_EQ(TopologyLevelChanges(rewritten, written).size(), 1u);
+  EXPECT_EQ(TopologyLevelChanges(rewritten, written)[0].nodes_missing_topology_level, 2);
+
+  std::vector<Json> fixed = nodes;
+  fixed[1] = LayeredNode("p5-1", "p5.48xlarge", 3);
+  const ReconcileResult third = ReconcileNcclPolicy({"default"}, object, fixed, kPolicyT0);
+  EXPECT_TRUE(
+      TopologyLevelChanges(core::ParseObservedCatalog(OnlyPatch(third).patch), written).empty());
+}
+
 TEST(ReconcileNcclPolicy, AnUnreadableTopologyLevelNamesTheField) {
   const auto error = [](Json entry) {
     entry["name"] = "p5.48xlarge";

@@ -2,10 +2,13 @@
 // spec, and the watches of the two controllers `ncclguard controller` runs (which changes
 // matter, which keys they map to). The caches are built but never started.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "controllers/labels.h"
+#include "log/log.h"
 #include "manager/cache.h"
 #include "manager/controller.h"
 #include "manager/wiring.h"
@@ -171,6 +174,54 @@ TEST_F(Wiring, ThePolicyControllerSharesTheNcclPolicyCacheAndReadsOnlyDefault) {
   EXPECT_TRUE(watch.map(Object("", "team-a")).empty());
   EXPECT_TRUE(policies.all_keys().empty());  // nothing cached
   EXPECT_TRUE(policies.reconcile({"default"}).actions.empty());
+}
+
+// The status write that the NcclPolicy controller's observer reads: the learned catalog, one type.
+controllers::ReconcileResult CatalogWrite(int nodes_missing_topology_level) {
+  Json entry = {{"name", "p5.48xlarge"},
+                {"gpus", 8},
+                {"efaDevices", 32},
+                {"nodes", 3},
+                {"observedTime", "2026-12-02T14:00:00Z"},
+                {"topologyLevels", {"topology.k8s.aws/network-node-layer-1"}}};
+  if (nodes_missing_topology_level > 0) {
+    entry["nodesMissingTopologyLevel"] = nodes_missing_topology_level;
+  }
+  controllers::ReconcileResult result;
+  result.actions.push_back(
+      controllers::MergePatch{{.api_version = "ncclguard.io/v1alpha1",
+                               .kind = "NcclPolicy",
+                               .namespace_ = "",
+                               .name = "default",
+                               .uid = "",
+                               .resource = "ncclpolicies"},
+                              true,
+                              {{"status", {{"observedInstanceTypes", Json::array({entry})}}}}});
+  return result;
+}
+
+TEST_F(Wiring, ThePolicyControllerLogsNodesMissingATopologyLevelOnceTheStatusSaysSo) {
+  const auto policies = manager::NcclPolicyController(caches_);
+  ASSERT_TRUE(policies.observe);
+  EXPECT_EQ(policies.observe({"default"}, controllers::ReconcileResult{}), nullptr);
+  EXPECT_EQ(policies.observe({"default"}, CatalogWrite(0)), nullptr);
+  const manager::Applied applied = policies.observe({"default"}, CatalogWrite(2));
+  ASSERT_NE(applied, nullptr);
+
+  std::ostringstream out;
+  log::Options options;
+  options.format = log::Format::Json;
+  options.sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out, /*force_flush=*/true);
+  log::Configure(options);
+  applied(1);
+  log::Configure(log::Options{});
+  const Json line = Json::parse(out.str());
+  EXPECT_EQ(line["level"], "warning");
+  EXPECT_NE(
+      line["msg"].get<std::string>().find("Kueue's topology-aware scheduling leaves them out"),
+      std::string::npos);
+  EXPECT_EQ(line["instanceType"], "p5.48xlarge");
+  EXPECT_EQ(line["nodesMissingTopologyLevel"], 2);
 }
 
 }  // namespace
