@@ -8,8 +8,10 @@
 #include "core/catalog.h"
 #include "core/guide.h"
 #include "core/hyperpod.h"
+#include "core/json_access.h"
 #include "core/peer_status.h"
 #include "core/pod_spec.h"
+#include "core/topology.h"
 #include "core/workload.h"
 
 namespace ncclguard::controllers {
@@ -147,6 +149,14 @@ NodeFacts FactsOf(const Json* node, const Json* validation) {
     }
   }
   if (node != nullptr) {
+    const auto metadata = node->find("metadata");
+    if (metadata != node->end() && metadata->is_object()) {
+      const core::NodeTopology topology =
+          core::ReadNodeTopology(metadata->value("labels", Json::object()));
+      if (const core::TopologyLevel* closest = topology.Deepest()) {
+        facts.block = core::NetworkLayerName(closest->layer) + " " + closest->block;
+      }
+    }
     facts.cordoned = Cordoned(*node);
     facts.hyperpod_node_health = core::HyperPodUnhealthy(*node, {true, false});
     facts.hyperpod_deep_health = core::HyperPodUnhealthy(*node, {false, true});
@@ -181,9 +191,11 @@ NodeStanding StandingOf(const Json& node, const Json* validation, const core::Po
   return StandingOf(FactsOf(&node, validation), policy, count_unvalidated, unhealthy_why);
 }
 
-void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
-           const core::Policy& policy) {
-  std::string why;
+namespace {
+
+// Counts the node in the supply by its standing; `why` receives HyperPod's word.
+void TallyStanding(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
+                   const core::Policy& policy, std::string& why) {
   switch (StandingOf(facts, policy, policy.gate.count_unvalidated_nodes, &why)) {
     case NodeStanding::kValidated:
       ++supply.counted;
@@ -231,6 +243,24 @@ void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
   }
 }
 
+}  // namespace
+
+std::pair<std::string, std::int64_t> NodeSupply::LargestBlock() const {
+  std::pair<std::string, std::int64_t> largest{"", 0};
+  for (const auto& [block, count] : counted_by_block) {
+    if (count > largest.second) largest = {block, count};
+  }
+  return largest;
+}
+
+void Tally(NodeSupply& supply, std::string_view name, const NodeFacts& facts,
+           const core::Policy& policy) {
+  std::string why;
+  const std::int64_t before = supply.counted;
+  TallyStanding(supply, name, facts, policy, why);
+  if (supply.counted > before && !facts.block.empty()) ++supply.counted_by_block[facts.block];
+}
+
 NodeSupply CountNodes(const NodeDemand& demand, const ClusterView& view,
                       const core::Policy& policy) {
   if (auto indexed = view.IndexedSupply(demand)) return *std::move(indexed);
@@ -263,10 +293,26 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
   std::string admitted;
   for (const NodeDemand& demand : demands) {
     const NodeSupply s = CountNodes(demand, view, policy);
-    if (s.counted >= s.needed) {
+    // Required in one block: the block with the most validated nodes is what counts.
+    const auto [block, in_block] = s.LargestBlock();
+    const bool one_block = demand.one_block && s.needed > 1;
+    if (one_block ? in_block >= s.needed : s.counted >= s.needed) {
       if (!admitted.empty()) admitted += "; ";
       admitted += std::to_string(s.counted) + " validated " + s.instance_type + " nodes for " +
                   std::to_string(s.needed) + " needed";
+      if (one_block) admitted += ", " + std::to_string(in_block) + " in " + block;
+      continue;
+    }
+    if (one_block && s.counted >= s.needed) {
+      // Enough nodes, none of the blocks enough of them.
+      const std::size_t space = block.find(' ');
+      parts.push_back(
+          {std::to_string(s.counted) + " validated " + s.instance_type + " nodes, at most " +
+               std::to_string(in_block) + " in one " +
+               (block.empty() ? std::string("network block") : block.substr(0, space) + " block") +
+               ", " + std::to_string(s.needed) +
+               " needed in one (NcclPolicy spec.placement required)",
+           std::string_view("advanced-tuning")});
       continue;
     }
     parts.push_back({std::to_string(s.counted) + "/" + std::to_string(s.needed) + " " +
@@ -324,17 +370,27 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
   return verdict;
 }
 
-core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_) {
+namespace {
+
+// Calls fn with the labels of namespace `namespace_` (null when it is not known or has none).
+template <typename Fn>
+auto WithNamespaceLabels(const ClusterView& view, std::string_view namespace_, Fn&& fn) {
   const auto ns = view.Namespace(namespace_);
-  const Json* labels = nullptr;
-  if (ns && ns->is_object()) {
-    const auto metadata = ns->find("metadata");
-    if (metadata != ns->end() && metadata->is_object()) {
-      const auto found = metadata->find("labels");
-      if (found != metadata->end()) labels = &*found;
-    }
-  }
-  return core::ModeIn(view.Policy(), labels);
+  const Json* metadata = ns ? core::Member(*ns, "metadata") : nullptr;
+  return fn(metadata != nullptr ? core::Member(*metadata, "labels") : nullptr);
+}
+
+}  // namespace
+
+core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_) {
+  return WithNamespaceLabels(
+      view, namespace_, [&](const Json* labels) { return core::ModeIn(view.Policy(), labels); });
+}
+
+core::PlacementMode NamespacePlacement(const ClusterView& view, std::string_view namespace_) {
+  return WithNamespaceLabels(view, namespace_, [&](const Json* labels) {
+    return core::PlacementModeIn(view.Policy().placement, labels);
+  });
 }
 
 }  // namespace ncclguard::controllers

@@ -63,6 +63,9 @@ GateVerdict EvaluateGate(const std::vector<NodeDemand>& demands, const ClusterVi
 // policy's. In audit mode the gate and the AdmissionCheck hold nothing; they say what they would
 // have held (reason kWouldHold).
 core::Mode NamespaceMode(const ClusterView& view, std::string_view namespace_);
+// The placement in force there (core::PlacementModeIn): its ncclguard.io/placement label, else the
+// policy's. Required: the gate counts a job's validated nodes per closest network block.
+core::PlacementMode NamespacePlacement(const ClusterView& view, std::string_view namespace_);
 
 // The NcclPreflight reason and Event reason of a job audit mode would have held, and of a job
 // held before its namespace turned to audit and released for it.

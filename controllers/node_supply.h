@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
@@ -21,6 +23,9 @@ using core::Json;
 struct NodeDemand {
   std::string instance_type;
   std::int64_t nodes = 0;
+  // The job's pods must share one closest network block (NcclPolicy spec.placement required,
+  // core/placement_request.h): the nodes are counted per block.
+  bool one_block = false;
 };
 
 // How the validated nodes of one instance type stand against a demand.
@@ -50,6 +55,13 @@ struct NodeSupply {
   std::vector<std::string> peer_with;
   std::string peer_tier;
   std::string peer_detail;
+  // The counted nodes by their closest network block ("network-node-layer-3 nn-a";
+  // core/topology.h), nodes without a layer label left out.
+  std::map<std::string, std::int64_t> counted_by_block;
+
+  // The block with the most counted nodes (the first by name among equals) and how many; {"", 0}
+  // without any.
+  std::pair<std::string, std::int64_t> LargestBlock() const;
 
   bool operator==(const NodeSupply&) const = default;
 };
@@ -82,6 +94,9 @@ struct NodeFacts {
   std::vector<std::string> peer_with;
   std::string peer_tier;
   std::string peer_detail;
+  // The node's closest network block: "network-node-layer-<N> <value>" at its deepest layer, ""
+  // without a layer label.
+  std::string block;
 
   bool operator==(const NodeFacts&) const = default;
 };

@@ -141,6 +141,10 @@ class JobReconcile {
           NodeDemands(job_, policy_, [this](const core::RuntimeRef& ref, std::string_view ns) {
             return view_.Runtime(ref, ns);
           });
+      // Required in one network block: the gate counts the validated nodes per block.
+      if (NamespacePlacement(view_, key_.namespace_) == core::PlacementMode::Required) {
+        for (NodeDemand& demand : demands_) demand.one_block = true;
+      }
       master_addr_ = core::MasterAddress(job_, policy_.cluster_domain);
     } catch (const core::InputError& e) {
       spec_error_ = e.what();

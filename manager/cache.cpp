@@ -261,6 +261,17 @@ std::optional<Json> CacheView::Runtime(const core::RuntimeRef& ref,
   return RuntimeIn(caches_, ref, namespace_);
 }
 
+namespace {
+
+// The labels of namespace `name` in the caches; null when not known.
+const Json* NamespaceLabels(const kube::CachedObject& ns) {
+  if (ns == nullptr) return nullptr;
+  const Json* metadata = core::Member(*ns, "metadata");
+  return metadata == nullptr ? nullptr : core::Member(*metadata, "labels");
+}
+
+}  // namespace
+
 bool GateWouldRelease(const Caches& caches, const Json& job, const core::Policy& policy,
                       const core::RuntimeLookup& runtimes) {
   if (!caches.supply().watching() || !caches.nodes().HasSynced() ||
@@ -268,8 +279,12 @@ bool GateWouldRelease(const Caches& caches, const Json& job, const core::Policy&
     return false;
   }
   try {
-    const std::vector<controllers::NodeDemand> demands =
-        controllers::NodeDemands(job, policy, runtimes);
+    std::vector<controllers::NodeDemand> demands = controllers::NodeDemands(job, policy, runtimes);
+    const kube::CachedObject ns = caches.namespaces().Get(controllers::Meta(job, "namespace"));
+    if (core::PlacementModeIn(policy.placement, NamespaceLabels(ns)) ==
+        core::PlacementMode::Required) {
+      for (controllers::NodeDemand& demand : demands) demand.one_block = true;
+    }
     // Not owned: the view lives only for this call.
     const CacheView view(caches, std::shared_ptr<const core::Policy>(
                                      std::shared_ptr<const core::Policy>(), &policy));
@@ -284,12 +299,7 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
                                               core::PinMode policy_mode) {
   try {
     const kube::CachedObject ns = caches.namespaces().Get(std::string(namespace_));
-    const Json* labels = nullptr;
-    if (ns != nullptr && ns->contains("metadata")) {
-      const Json& metadata = (*ns)["metadata"];
-      if (metadata.is_object() && metadata.contains("labels")) labels = &metadata["labels"];
-    }
-    const core::PinMode mode = core::PinModeIn(policy_mode, labels);
+    const core::PinMode mode = core::PinModeIn(policy_mode, NamespaceLabels(ns));
     if (mode == core::PinMode::Off) return std::nullopt;
     // Every kind whose operator labels its pods so: a TrainJob's pods carry its JobSet's label.
     // A job without a record yet: its pins are none (the webhook may resolve its tags).
@@ -326,17 +336,6 @@ std::optional<core::JobImagePins> ImagePinsIn(const Caches& caches, const Json& 
   }
   return std::nullopt;
 }
-
-namespace {
-
-// The labels of namespace `name` in the caches; null when not known.
-const Json* NamespaceLabels(const kube::CachedObject& ns) {
-  if (ns == nullptr) return nullptr;
-  const Json* metadata = core::Member(*ns, "metadata");
-  return metadata == nullptr ? nullptr : core::Member(*metadata, "labels");
-}
-
-}  // namespace
 
 std::optional<core::PlacementRequest> PlacementIn(const Caches& caches, const Json& object,
                                                   const core::Workload& workload,

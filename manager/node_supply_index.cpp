@@ -63,6 +63,7 @@ void NodeSupplyIndex::NodeChanged(const Json* node, std::string_view name) {
   entry.has_node = node != nullptr;
   SetTypeLocked(key, entry, type);
   entry.facts.cordoned = facts.cordoned;
+  entry.facts.block = facts.block;
   entry.facts.hyperpod_node_health = facts.hyperpod_node_health;
   entry.facts.hyperpod_deep_health = facts.hyperpod_deep_health;
   DropIfEmptyLocked(key);

@@ -143,5 +143,51 @@ TEST(ReconcilePlacement, FinishedPodsDoNotMoveIt) {
   EXPECT_EQ(PlaceCondition(cluster)->reason, "OneBlock");
 }
 
+// NcclPolicy spec.placement required (here by the namespace's label): the gate holds a job until
+// one network block has its validated nodes, and says how many the largest block has.
+TEST(ReconcilePlacement, RequiredPlacementHoldsTheJobUntilOneBlockHasItsValidatedNodes) {
+  FakeCluster cluster;
+  cluster.AddNamespace("team-a", true);
+  cluster.LabelNamespace("team-a", std::string(core::kPlacementNamespaceLabel), "required");
+  for (const char* node : {"n0", "n1", "n2", "n3"}) cluster.AddNode(node, "p5.48xlarge", "Pass");
+  PlaceLabel(cluster, "n0", "nn-a");
+  PlaceLabel(cluster, "n1", "nn-a");
+  PlaceLabel(cluster, "n2", "nn-a");
+  PlaceLabel(cluster, "n3", "nn-b");
+  cluster.AddJob(P5PyTorchJob("team-a", "llama", 3));  // 4 pods x 8 GPUs: 4 nodes
+  PlaceSettle(cluster);
+  auto preflight =
+      controllers::FindCondition(cluster.JobObject(kPlaceKey), core::kPreflightCondition);
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, "False");
+  EXPECT_EQ(preflight->reason, "InsufficientValidatedNodes");
+  EXPECT_EQ(preflight->message.find("4 validated p5.48xlarge nodes, at most 3 in one "
+                                    "network-node-layer-3 block, 4 needed in one (NcclPolicy "
+                                    "spec.placement required)"),
+            0u)
+      << preflight->message;
+  EXPECT_NE(preflight->message.find("#advanced-tuning"), std::string::npos);
+
+  // The fourth node joins nn-a: released, the block named.
+  PlaceLabel(cluster, "n3", "nn-a");
+  PlaceSettle(cluster);
+  preflight = controllers::FindCondition(cluster.JobObject(kPlaceKey), core::kPreflightCondition);
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, "True") << preflight->message;
+  EXPECT_EQ(preflight->message,
+            "4 validated p5.48xlarge nodes for 4 needed, 4 in network-node-layer-3 nn-a");
+
+  // Preferred (the default): four validated nodes in two blocks release it.
+  FakeCluster preferred;
+  preferred.AddNamespace("team-a", true);
+  for (const char* node : {"n0", "n1", "n2", "n3"}) preferred.AddNode(node, "p5.48xlarge", "Pass");
+  PlaceLabel(preferred, "n3", "nn-b");
+  preferred.AddJob(P5PyTorchJob("team-a", "llama", 3));
+  PlaceSettle(preferred);
+  EXPECT_EQ(
+      controllers::FindCondition(preferred.JobObject(kPlaceKey), core::kPreflightCondition)->status,
+      "True");
+}
+
 }  // namespace
 }  // namespace ncclguard::test
