@@ -114,10 +114,12 @@ if [[ $# == 0 ]]; then
     NCCLGUARD_FUZZ_BUILD_DIR="$build-fuzz" "$root/scripts/fuzz.sh" --build
 fi
 
+# The tests wait on servers, kubelets and pods more than they compute: two run at once (the node
+# tests one after the other, RESOURCE_LOCK ncclguard_node), NCCLGUARD_TEST_JOBS to change it.
 cd "$build"
 rc=0
 ctest_start=$SECONDS
-ctest --output-on-failure --timeout 900 "$@" || rc=$?
+ctest --output-on-failure --timeout 900 -j "${NCCLGUARD_TEST_JOBS:-2}" "$@" || rc=$?
 record "ctest" "$((SECONDS - ctest_start))" "$rc"
 if $fuzz_build; then
   bg_wait "fuzzers' build (fuzz.sh --build, nice 19)" || true # a failure is fuzz_regression's

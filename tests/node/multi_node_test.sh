@@ -24,7 +24,9 @@
 #      each round its 2 s timeout, not a stall; placement in the network (core/placement.h): the
 #      nodes labelled with the EC2 topology in two network-node-layer-3 blocks, the Job's two pods
 #      on both: NcclPlacement False Spread naming both blocks, with an Event; node 2 relabelled
-#      into node 1's block, another such Job: True OneBlock
+#      into node 1's block, another such Job: True OneBlock; two blocks again, a Job of two
+#      1-GPU pods: the webhook's preferred pod affinity on network-node-layer-3, and the real
+#      scheduler puts both in one block (True OneBlock)
 #   6. containment on node 2: 203.0.113.7 unreachable from its namespace and from its pod; the
 #      bridge's namespace holds only lo, br0 and the nodes' veths; the host's interfaces,
 #      iptables rules and ip_forward are the same during the run and after stop, and stop
@@ -484,6 +486,21 @@ else
   fail "Job placed: '$(placement placed)'; $(k -n ras get pods -o wide 2>&1 | tr '\n' ';')"
 fi
 k -n ras delete job placed --wait=false >/dev/null 2>&1 || true
+# Two blocks again, and a Job of two 1-GPU pods that fit one node: the webhook gives each pod a
+# preferred pod affinity with the Job's pods on network-node-layer-3 (the layer the controller
+# learned the nodes carry), and the real kube-scheduler puts both in one block.
+topology "$node2" nn-block-b
+ras_job packed 2 1 scenario.json >"$work/packed.yaml"
+eventually 60 k apply -f "$work/packed.yaml" || fail "Job packed not admitted: $(k apply -f "$work/packed.yaml" 2>&1)"
+start=$SECONDS
+affinity() { k -n ras get pods -l batch.kubernetes.io/job-name=packed -o jsonpath='{range .items[*]}{.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey}={.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchLabels}@{.spec.nodeName} {end}'; }
+if eventually 120 placement_is packed "True OneBlock: 2 pods on " &&
+  [[ "$(affinity)" == *"topology.k8s.aws/network-node-layer-3="*"batch.kubernetes.io/job-name"*"packed"* ]]; then
+  pass "two blocks, a Job of two 1-GPU pods: each pod's affinity $(affinity | cut -d' ' -f1); NcclPlacement $(placement packed) ($((SECONDS - start))s)"
+else
+  fail "Job packed: '$(placement packed)'; pods: $(affinity); $(k -n ras get pods -o wide 2>&1 | tr '\n' ';')"
+fi
+k -n ras delete job packed --wait=false >/dev/null 2>&1 || true
 
 # ---------------------------------------------------------------- 6. containment on node 2
 if in_node2 bash -c 'exec 3<>/dev/tcp/203.0.113.7/80' 2>"$work/dial.err"; then
