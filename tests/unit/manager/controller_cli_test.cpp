@@ -115,6 +115,13 @@ TEST(CliController, PrintRbacFollowsTheFlags) {
   const core::Json kueue = PrintedRbac({"--kueue-admission-check"});
   EXPECT_TRUE(HasRule(kueue["clusterRules"], "kueue.x-k8s.io", "workloads")) << kueue.dump(2);
   EXPECT_FALSE(HasRuleInGroup(PrintedRbac({"--kueue-admission-check=false"}), "kueue.x-k8s.io"));
+  // Topology-aware placement reads the queues, flavors and Topologies, and writes nothing.
+  const core::Json topology = PrintedRbac({"--kueue-topology"});
+  for (const char* resource : {"localqueues", "clusterqueues", "resourceflavors", "topologies"}) {
+    EXPECT_TRUE(HasRule(topology["clusterRules"], "kueue.x-k8s.io", resource)) << resource;
+  }
+  EXPECT_FALSE(HasRule(topology["clusterRules"], "kueue.x-k8s.io", "workloads"))
+      << topology.dump(2);
 
   // The background audit is on unless turned off.
   EXPECT_TRUE(HasRule(plain["clusterRules"], "wgpolicyk8s.io", "policyreports")) << plain.dump(2);
