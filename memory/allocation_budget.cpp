@@ -66,6 +66,8 @@ bool ReleaseEmergencyReserve() {
   return block != nullptr;
 }
 
+}  // namespace
+
 void* Allocate(std::size_t size, std::size_t alignment) {
   if (size == 0) size = 1;
   while (true) {
@@ -121,8 +123,6 @@ void FreeSized(void* block, std::size_t size) noexcept {
   if (BudgetScope* scope = t_scope) scope->Release(UsableSize(block, size));
   std::free(block);
 }
-
-}  // namespace
 
 bool BudgetPool::TryTake(std::size_t bytes) {
   const std::size_t capacity = capacity_.load(std::memory_order_relaxed);
@@ -183,46 +183,3 @@ void BudgetScope::Charge(std::size_t bytes) {
 }
 
 }  // namespace ncclguard::memory
-
-// The replaceable global allocation functions ([new.delete]): every form routes through
-// Allocate and Free above.
-using ncclguard::memory::Allocate;
-using ncclguard::memory::AllocateNoThrow;
-using ncclguard::memory::Free;
-using ncclguard::memory::FreeSized;
-
-void* operator new(std::size_t size) { return Allocate(size, 0); }
-void* operator new[](std::size_t size) { return Allocate(size, 0); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  return AllocateNoThrow(size, 0);
-}
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-  return AllocateNoThrow(size, 0);
-}
-void* operator new(std::size_t size, std::align_val_t alignment) {
-  return Allocate(size, static_cast<std::size_t>(alignment));
-}
-void* operator new[](std::size_t size, std::align_val_t alignment) {
-  return Allocate(size, static_cast<std::size_t>(alignment));
-}
-void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return AllocateNoThrow(size, static_cast<std::size_t>(alignment));
-}
-void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return AllocateNoThrow(size, static_cast<std::size_t>(alignment));
-}
-
-void operator delete(void* block) noexcept { Free(block); }
-void operator delete[](void* block) noexcept { Free(block); }
-void operator delete(void* block, std::size_t size) noexcept { FreeSized(block, size); }
-void operator delete[](void* block, std::size_t size) noexcept { FreeSized(block, size); }
-void operator delete(void* block, const std::nothrow_t&) noexcept { Free(block); }
-void operator delete[](void* block, const std::nothrow_t&) noexcept { Free(block); }
-void operator delete(void* block, std::align_val_t) noexcept { Free(block); }
-void operator delete[](void* block, std::align_val_t) noexcept { Free(block); }
-void operator delete(void* block, std::size_t, std::align_val_t) noexcept { Free(block); }
-void operator delete[](void* block, std::size_t, std::align_val_t) noexcept { Free(block); }
-void operator delete(void* block, std::align_val_t, const std::nothrow_t&) noexcept { Free(block); }
-void operator delete[](void* block, std::align_val_t, const std::nothrow_t&) noexcept {
-  Free(block);
-}

@@ -100,4 +100,13 @@ class BudgetScope {
 // so the destructors that run next can allocate. Taken again when the next scope begins.
 inline constexpr std::size_t kEmergencyReserveBytes = std::size_t{64} << 20;
 
+// What the replaced global operator new and delete call (memory/allocation_hooks.cpp, target
+// ncclguard_allocation_hooks): the block charged to the thread's innermost BudgetScope and its
+// pool (Allocate throws BudgetExceeded or std::bad_alloc; AllocateNoThrow returns null), and
+// released from it. `alignment` 0: the default.
+void* Allocate(std::size_t size, std::size_t alignment);
+void* AllocateNoThrow(std::size_t size, std::size_t alignment) noexcept;
+void Free(void* block) noexcept;
+void FreeSized(void* block, std::size_t size) noexcept;
+
 }  // namespace ncclguard::memory
