@@ -175,3 +175,41 @@ TEST(PlacementRequest, TheAffinityTermSelectsTheJobsPodsOnTheLevel) {
 
 }  // namespace
 }  // namespace ncclguard::test
+
+namespace ncclguard::test {
+namespace {
+
+// Past the bounds: a pod spec of 100,000 nodeSelector keys and one of 10,000 node affinity terms
+// of 10 expressions each are read once each (a linear walk), the answer right, nothing thrown.
+TEST(PlacementRequest, AHugePodSpecIsReadOnceAndAnsweredRight) {
+  // Appended as a reader would (ordered_json's operator[] searches the keys: quadratic to build).
+  core::Json selector = core::Json::object();
+  auto& members = selector.get_ref<core::Json::object_t&>();
+  members.reserve(100'001);
+  for (int i = 0; i < 100'000; ++i)
+    members.emplace_back("example.com/key-" + std::to_string(i), "v");
+  EXPECT_FALSE(core::HasOwnPlacement(core::Json{{"nodeSelector", selector}}));
+  selector["topology.k8s.aws/network-node-layer-3"] = "nn-a";
+  EXPECT_TRUE(core::HasOwnPlacement(core::Json{{"nodeSelector", selector}}));
+
+  core::Json terms = core::Json::array();
+  for (int t = 0; t < 10'000; ++t) {
+    core::Json expressions = core::Json::array();
+    for (int e = 0; e < 10; ++e) {
+      expressions.push_back({{"key", "example.com/k" + std::to_string(e)}, {"operator", "Exists"}});
+    }
+    terms.push_back({{"matchExpressions", std::move(expressions)}});
+  }
+  core::Json spec{
+      {"affinity",
+       {{"nodeAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution", {{"nodeSelectorTerms", terms}}}}}}}};
+  EXPECT_FALSE(core::HasOwnPlacement(spec));
+  spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+      ["nodeSelectorTerms"][9'999]["matchExpressions"][9]["key"] =
+          "topology.k8s.aws/ultraserver-id";
+  EXPECT_TRUE(core::HasOwnPlacement(spec));
+}
+
+}  // namespace
+}  // namespace ncclguard::test
